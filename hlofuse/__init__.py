@@ -1,0 +1,1 @@
+"""hlofuse: make XLA operator fusion visible and testable."""
