@@ -1,0 +1,103 @@
+"""Every error hlofuse raises derives from HlofuseError; each kind carries its CLI exit code."""
+
+from __future__ import annotations
+
+# Exit codes of the `hlofuse` command (named, so scripts can rely on them).
+EXIT_OK = 0
+EXIT_USAGE = 2  # click's own code for bad options
+EXIT_SYNTAX = 3
+EXIT_RULE = 4
+EXIT_BACKEND = 5
+EXIT_INPUT = 6
+EXIT_EXECUTE = 7
+
+
+class HlofuseError(Exception):
+    """Base class of every error hlofuse raises on purpose."""
+
+    exit_code = EXIT_INPUT
+
+    def one_line(self) -> str:
+        """The error as the single line the CLI prints."""
+        return f"error: {self}"
+
+
+class HloSyntaxError(HlofuseError):
+    """HLO text that XLA would reject: a syntax error or a semantic one found while parsing
+    (undefined operand, duplicate name, missing ENTRY, called computation not found, ...)."""
+
+    exit_code = EXIT_SYNTAX
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        source_line: str | None = None,
+        found: str | None = None,
+        expected: tuple[str, ...] = (),
+    ):
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+        self.found = found
+        self.expected = expected
+
+    def located(self, path: str | None) -> "HloSyntaxError":
+        """The same error, naming the file it came from."""
+        self.path = path
+        return self
+
+    def __str__(self) -> str:
+        where = self.path or "<string>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return f"{where}: error: {self.message}"
+
+    def one_line(self) -> str:
+        return str(self)
+
+    def context(self) -> str:
+        """The offending source line with a caret under the column (empty when unknown)."""
+        if self.source_line is None or self.column is None:
+            return ""
+        line = self.source_line.rstrip("\r\n").expandtabs(1)
+        caret = " " * max(self.column - 1, 0) + "^"
+        return f"{line}\n{caret}"
+
+
+class InputError(HlofuseError):
+    """A file, folder or stage that cannot be read or found."""
+
+    exit_code = EXIT_INPUT
+
+
+class UnknownRuleRef(HlofuseError):
+    """A rule id, name, tag or glob that matches no rule."""
+
+    exit_code = EXIT_RULE
+
+
+class NotRelaxable(HlofuseError):
+    """A rule that protects correctness was asked to be relaxed."""
+
+    exit_code = EXIT_RULE
+
+
+class BackendUnavailable(HlofuseError):
+    """The requested device or backend (e.g. CUDA) is not available here."""
+
+    exit_code = EXIT_BACKEND
+
+
+class ExecutionError(HlofuseError):
+    """An HLO module could not be evaluated or compiled to kernels."""
+
+    exit_code = EXIT_EXECUTE

@@ -1,0 +1,1005 @@
+"""HLO text → `ir.Module`: the Lark grammar (grammars/hlo.lark), a transformer applied while
+parsing (no parse tree is built), and the checks XLA's own parser makes while it reads.
+
+Stages, so tests can enter anywhere:
+  1. `parser()` — the cached LALR parser; its callbacks (`_Callbacks`) turn tokens into raw records.
+  2. `_assemble()` — raw records → `ir.Module`: names resolved, roots and entry chosen, inline
+     bodies and nested instructions hoisted, structural errors raised with line and column.
+  3. `hlofuse.validate.check_module()` — per-instruction checks (opcodes, attributes, literals).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import lark
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from . import ir
+from .errors import HloSyntaxError
+
+# ------------------------------------------------------------------------------------------
+# 1. The parser
+# ------------------------------------------------------------------------------------------
+
+
+def grammar_path() -> Path:
+    """grammars/hlo.lark: inside the wheel (hlofuse/grammars) or beside the package (source tree)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "grammars" / "hlo.lark", here.parent / "grammars" / "hlo.lark"):
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError("grammars/hlo.lark not found beside the hlofuse package")
+
+
+def _cache_file(grammar_text: str) -> str:
+    """Where Lark keeps the compiled tables (building them takes seconds; loading, milliseconds)."""
+    digest = hashlib.sha256((grammar_text + lark.__version__ + sys.version).encode()).hexdigest()[:16]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = os.path.join(base, "hlofuse")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        probe = os.path.join(folder, ".write-test")
+        with open(probe, "w"):
+            pass
+        os.unlink(probe)
+    except OSError:
+        folder = tempfile.gettempdir()
+    return os.path.join(folder, f"hlo-grammar-{digest}.lark-cache")
+
+
+@functools.lru_cache(maxsize=None)
+def parser() -> lark.Lark:
+    """The HLO parser: LALR(1), contextual lexer, callbacks run during parsing."""
+    path = grammar_path()
+    text = path.read_text()
+    return lark.Lark(
+        text,
+        parser="lalr",
+        lexer="contextual",
+        start=["start", "computation_body", "attribute_value"],
+        transformer=_Callbacks(),
+        cache=_cache_file(text),
+        maybe_placeholders=False,
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def terminal_regex(name: str) -> re.Pattern:
+    """The compiled pattern of one terminal of the grammar (anchored with fullmatch by callers)."""
+    return re.compile(parser().get_terminal(name).pattern.to_regexp())
+
+
+# ------------------------------------------------------------------------------------------
+# Raw records produced by the callbacks
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _RawInstr:
+    name: str | None
+    opcode: str
+    shape: ir.Shape | None
+    operands: list  # names (str) or nested _RawInstr / _AnonOperand
+    attrs: list[tuple[str, str, int, int]]  # (name, value, line, column)
+    literal: str | None
+    is_root: bool
+    line: int
+    column: int
+    operand_shapes: list | None = None  # declared shape text per operand (long form), or None
+
+
+@dataclass(slots=True)
+class _AnonOperand:
+    """An operand written as a bare shape (lone-instruction syntax): becomes a parameter."""
+
+    shape: ir.Shape
+    line: int
+    column: int
+
+
+@dataclass(slots=True)
+class _RawComputation:
+    name: str
+    is_entry: bool
+    params: list[tuple[str, str, int, int]] | None  # (name, shape text, line, col) from the signature
+    result_shape: str | None
+    attrs: list[tuple[str, str, int, int]]
+    instrs: list[_RawInstr]
+    line: int
+    column: int
+
+
+@dataclass(slots=True)
+class _RawModule:
+    form: str
+    name: str
+    attrs: list[tuple[str, str, int, int]] = field(default_factory=list)
+    sections: list[tuple[str, list]] = field(default_factory=list)
+    computations: list[_RawComputation] = field(default_factory=list)
+    lone: _RawInstr | None = None
+    line: int = 1
+    column: int = 1
+
+
+# ------------------------------------------------------------------------------------------
+# Shapes (text → ir.Shape, memoised: dumps repeat the same few hundred shapes)
+# ------------------------------------------------------------------------------------------
+
+_COMMENT_RE = re.compile(r"/\*.*?\*/", re.S)
+_ARRAY_RE = re.compile(r"\s*([a-z0-9]+)\[([^\]]*)\](\{.*\})?\s*$", re.S)
+
+
+@functools.lru_cache(maxsize=65536)
+def parse_shape(text: str) -> ir.Shape:
+    """`f32[2,3]{1,0}` / `(f32[2], s32[])` → ir.Shape.  The text has already matched SHAPE."""
+    if "/*" in text:
+        text = _COMMENT_RE.sub("", text)
+    text = text.strip()
+    if text.startswith("("):
+        inner = text[1:-1].strip()
+        if not inner:
+            return ir.Shape("tuple")
+        return ir.Shape("tuple", tuple_shapes=tuple(parse_shape(p) for p in _split_top_level(inner)))
+    m = _ARRAY_RE.match(text)
+    if m is None:
+        raise ValueError(f"not a shape: {text!r}")
+    etype, dims_text, layout_text = m.groups()
+    if etype not in ir.ELEMENT_BITS:
+        raise ValueError(f"unknown element type {etype!r}")
+    dims: list[int] = []
+    dynamic: list[bool] = []
+    any_dynamic = False
+    for part in dims_text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part == "?":
+            dims.append(-1)
+            dynamic.append(True)
+            any_dynamic = True
+        elif part.startswith("<="):
+            dims.append(int(part[2:]))
+            dynamic.append(True)
+            any_dynamic = True
+        else:
+            dims.append(int(part))
+            dynamic.append(False)
+    layout = None
+    if layout_text is not None:
+        body = layout_text[1:-1]
+        m2m_text, _, extra = body.partition(":")
+        m2m = tuple(int(x) for x in m2m_text.split(",") if x.strip())
+        layout = ir.Layout(m2m, extra)
+    return ir.Shape(etype, tuple(dims), layout, (), tuple(dynamic) if any_dynamic else ())
+
+
+def _split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split at separators outside (), [], {} and strings."""
+    parts: list[str] = []
+    depth = 0
+    start = 0
+    in_string = False
+    i = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if in_string:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts]
+
+
+# ------------------------------------------------------------------------------------------
+# Callbacks (run by Lark at each reduction)
+# ------------------------------------------------------------------------------------------
+
+
+def _val(tok) -> str:
+    return tok.value if hasattr(tok, "value") else str(tok)
+
+
+def _attr(tok) -> tuple[str, str, int, int]:
+    text = _val(tok)
+    eq = text.index("=")
+    return (sys.intern(text[1:eq].strip()), text[eq + 1 :].strip(), tok.line, tok.column)
+
+
+@functools.lru_cache(maxsize=1)
+def _head_regex() -> re.Pattern:
+    """Splits an INSTR_HEAD token: root, name, shape, opcode, operand text."""
+    name = terminal_regex("NAME").pattern
+    shape = terminal_regex("SHAPE").pattern
+    return re.compile(
+        r"(ROOT\s+)?(" + name + r")\s*=\s*(" + shape + r")\s+([a-z][a-z0-9\-]*)\s*\(([\s\S]*)\)\Z"
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _operand_item_regex() -> re.Pattern:
+    name = terminal_regex("NAME").pattern
+    shape = terminal_regex("SHAPE").pattern
+    return re.compile(r"\s*(?:(" + shape + r")\s+)?(" + name + r")\s*(?:,|\Z)")
+
+
+_INDEX_COMMENT_RE = re.compile(r"/\*index=[0-9]+\*/")
+_LITERAL_OPCODES = frozenset({"constant", "parameter"})
+
+
+class _Callbacks(lark.Transformer):
+    """Callbacks named after grammar rules; each returns a raw record or plain values."""
+
+    # -- instructions -------------------------------------------------------------------
+    def fast_instruction(self, children):
+        head = children[0]
+        m = _head_regex().match(_val(head))
+        root, name, shape_text, opcode, operand_text = m.groups()
+        opcode = sys.intern(opcode)
+        literal = None
+        operands: list = []
+        operand_shapes = None
+        if opcode in _LITERAL_OPCODES:
+            literal = operand_text.strip()
+        elif operand_text.strip():
+            if "/*" in operand_text:
+                operand_text = _INDEX_COMMENT_RE.sub("", operand_text)
+            if "[" not in operand_text and "(" not in operand_text and "{" not in operand_text:
+                operands = [_strip_percent(p.strip()) for p in operand_text.split(",")]
+            else:
+                operand_shapes = []
+                pos = 0
+                item_re = _operand_item_regex()
+                while pos < len(operand_text):
+                    m_item = item_re.match(operand_text, pos)
+                    if m_item is None or m_item.end() == pos:
+                        raise _located_error(
+                            "expects an operand name (an operand that is a literal is only valid in constant(...))",
+                            head.line, head.column,
+                        )
+                    operand_shapes.append(m_item.group(1))
+                    operands.append(_strip_percent(m_item.group(2)))
+                    pos = m_item.end()
+                if all(s is None for s in operand_shapes):
+                    operand_shapes = None
+            if any(not _is_name(o) for o in operands):
+                raise _located_error(
+                    "expects an operand name (a literal is only valid in constant(...))", head.line, head.column
+                )
+        return _RawInstr(
+            _strip_percent(name), opcode, parse_shape(shape_text), operands,
+            [_attr(t) for t in children[1:]], literal, root is not None, head.line, head.column,
+            operand_shapes,
+        )
+
+    def instruction(self, children):
+        is_root = False
+        i = 0
+        if _type(children[0]) == "ROOT":
+            is_root = True
+            i = 1
+        name_tok = children[i]
+        name = _strip_percent(_val(name_tok)[:-1].strip())
+        i += 1
+        shape = None
+        if _type(children[i]) == "SHAPE":
+            shape = parse_shape(_val(children[i]))
+            i += 1
+        call = children[i]
+        attrs = [_attr(t) for t in children[i + 1 :]]
+        return self._from_call(name, shape, call, attrs, is_root, name_tok.line, name_tok.column)
+
+    def anonymous_instruction(self, children):
+        is_root = False
+        i = 0
+        if _type(children[0]) == "ROOT":
+            is_root = True
+            i = 1
+        shape_tok = children[i]
+        call = children[i + 1]
+        attrs = [_attr(t) for t in children[i + 2 :]]
+        return self._from_call(None, parse_shape(_val(shape_tok)), call, attrs, is_root, shape_tok.line, shape_tok.column)
+
+    def lone_instruction(self, children):
+        return children[0]
+
+    def call(self, children):
+        opcode_tok = children[0]
+        opcode = sys.intern(_val(opcode_tok)[:-1].strip())
+        return (opcode, children[1:], opcode_tok.line, opcode_tok.column)
+
+    def _from_call(self, name, shape, call, attrs, is_root, line, column):
+        opcode, operands, _, _ = call
+        literal = None
+        operand_shapes: list | None = []
+        names: list = []
+        if opcode in _LITERAL_OPCODES:
+            if len(operands) != 1 or not isinstance(operands[0], _Literal):
+                if opcode == "parameter" or operands:
+                    raise _located_error(f"expects a literal in {opcode}(...)", line, column)
+            literal = operands[0].text if operands else ""
+            operand_shapes = None
+        else:
+            for op in operands:
+                if isinstance(op, _Literal):
+                    if op.is_name:  # `true`, `inf`: lexed as literals, meant as names
+                        names.append(op.text)
+                        operand_shapes.append(None)
+                        continue
+                    raise _located_error(
+                        "expects an operand name (a literal is only valid in constant(...))", op.line, op.column
+                    )
+                if isinstance(op, tuple):  # named operand: (shape text | None, name)
+                    operand_shapes.append(op[0])
+                    names.append(op[1])
+                else:  # nested instruction or anonymous operand
+                    operand_shapes.append(None)
+                    names.append(op)
+            if all(s is None for s in operand_shapes):
+                operand_shapes = None
+        return _RawInstr(name, opcode, shape, names, attrs, literal, is_root, line, column, operand_shapes)
+
+    # -- operands -----------------------------------------------------------------------
+    def named_operand(self, children):
+        if len(children) == 2:
+            return (_val(children[0]), _strip_percent(_val(children[1])))
+        return (None, _strip_percent(_val(children[0])))
+
+    def anonymous_operand(self, children):
+        tok = children[0]
+        return _AnonOperand(parse_shape(_val(tok)), tok.line, tok.column)
+
+    def nested_instruction(self, children):
+        shape = None
+        i = 0
+        if _type(children[0]) == "SHAPE":
+            shape = parse_shape(_val(children[0]))
+            i = 1
+        call = children[i]
+        attrs = [_attr(t) for t in children[i + 1 :]]
+        return self._from_call(None, shape, call, attrs, False, call[2], call[3])
+
+    def literal_operand(self, children):
+        return children[0]
+
+    def literal(self, children):
+        tok = children[0]
+        text = _val(tok)
+        return _Literal(text, tok.line, tok.column, is_name=text in ("true", "false", "inf", "nan"))
+
+    def literal_tuple(self, children):
+        first = children[0]
+        return _Literal("(" + ", ".join(c.text for c in children) + ")", first.line, first.column)
+
+    # -- computations -------------------------------------------------------------------
+    def param(self, children):
+        name_tok, shape_tok = children
+        return (_strip_percent(_val(name_tok)[:-1].strip()), _val(shape_tok), name_tok.line, name_tok.column)
+
+    def signature(self, children):
+        return ("signature", children[:-1], _val(children[-1]))
+
+    def computation(self, children):
+        i = 0
+        is_entry = False
+        if _type(children[0]) == "ENTRY":
+            is_entry = True
+            i = 1
+        name_tok = children[i]
+        i += 1
+        params = result = None
+        if i < len(children) and isinstance(children[i], tuple) and children[i][0] == "signature":
+            _, params, result = children[i]
+            i += 1
+        attrs = [_attr(c) for c in children[i:] if _type(c) == "ATTR"]
+        instrs = [c for c in children[i:] if isinstance(c, _RawInstr)]
+        first = children[0]
+        return _RawComputation(
+            _strip_percent(_val(name_tok)), is_entry, params, result, attrs, instrs, first.line, first.column,
+        )
+
+    def computation_body(self, children):
+        return list(children)
+
+    # -- module -------------------------------------------------------------------------
+    def header_section(self, children):
+        return (_type(children[0]), [(_val(t), t.line, t.column) for t in children[1:]])
+
+    def hlo_module(self, children):
+        name = _val(children[0]).rstrip(":")
+        mod = _RawModule("module", name)
+        for child in children[1:]:
+            if isinstance(child, _RawComputation):
+                mod.computations.append(child)
+            elif isinstance(child, tuple):
+                mod.sections.append(child)
+            else:
+                mod.attrs.append(_attr(child))
+        return mod
+
+    def bare_computations(self, children):
+        return _RawModule("computations", "", computations=list(children))
+
+    def start(self, children):
+        child = children[0]
+        if isinstance(child, _RawInstr):
+            return _RawModule("instruction", "", lone=child, line=child.line, column=child.column)
+        return child
+
+
+@dataclass(slots=True)
+class _Literal:
+    text: str
+    line: int
+    column: int
+    is_name: bool = False
+
+
+def _type(obj) -> str | None:
+    return getattr(obj, "type", None)
+
+
+def _strip_percent(name: str) -> str:
+    return sys.intern(name[1:] if name.startswith("%") else name)
+
+
+_NAME_CHARS_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
+
+
+def _is_name(text) -> bool:
+    return isinstance(text, str) and _NAME_CHARS_RE.match(text) is not None
+
+
+class _LocatedError(Exception):
+    """Raised inside callbacks; becomes an HloSyntaxError once the source text is at hand."""
+
+    def __init__(self, message, line, column):
+        super().__init__(message)
+        self.message, self.line, self.column = message, line, column
+
+
+def _located_error(message, line, column) -> _LocatedError:
+    return _LocatedError(message, line, column)
+
+
+# ------------------------------------------------------------------------------------------
+# Public entry points
+# ------------------------------------------------------------------------------------------
+
+
+def parse_text(text: str, path: str | None = None, *, strict: bool = False) -> ir.Module:
+    """Parse HLO text (a module, bare computations or one lone instruction)."""
+    from .validate import check_module
+
+    if not isinstance(text, str):
+        raise TypeError("HLO text must be str")
+    try:
+        raw = _run_parser(text, "start")
+        module = _assemble(raw, text, path)
+        module = check_module(module, text, strict=strict)
+    except HloSyntaxError as err:
+        raise err.located(path) from None
+    except RecursionError:
+        raise HloSyntaxError("input is nested too deeply", path=path) from None
+    return module
+
+
+def _run_parser(text: str, start: str):
+    try:
+        return parser().parse(text, start=start)
+    except _LocatedError as err:
+        raise _error_at(text, err.message, err.line, err.column) from None
+    except VisitError as err:  # a callback failed: report its own error, not lark's wrapper
+        inner = err.orig_exc
+        if isinstance(inner, _LocatedError):
+            raise _error_at(text, inner.message, inner.line, inner.column) from None
+        raise _error_at(text, f"cannot read this: {inner}", None, None) from None
+    except UnexpectedInput as err:
+        raise _convert_lark_error(text, err) from None
+    except ValueError as err:  # shape text that matched the grammar but names nothing real
+        raise _error_at(text, str(err), None, None) from None
+
+
+def _error_at(text: str, message: str, line: int | None, column: int | None, **kw) -> HloSyntaxError:
+    source_line = None
+    if line is not None:
+        lines = text.splitlines()
+        if 0 < line <= len(lines):
+            source_line = lines[line - 1]
+    return HloSyntaxError(message, line=line, column=column, source_line=source_line, **kw)
+
+
+# ------------------------------------------------------------------------------------------
+# Lark errors → one clear line: "found X, expected Y"
+# ------------------------------------------------------------------------------------------
+
+_FRIENDLY = {
+    "INSTR_HEAD": "an instruction (name = shape opcode(operands))",
+    "NAME_EQ": "an instruction name followed by '='",
+    "ROOT": "ROOT",
+    "ATTR": "', attribute=value'",
+    "SHAPE": "a shape such as f32[2,3]{1,0}",
+    "NAME": "a name",
+    "PARAM_NAME": "a parameter such as 'p0: f32[2]'",
+    "MODULE_NAME": "the module name",
+    "HLOMODULE": "'HloModule'",
+    "ENTRY": "ENTRY",
+    "OPCODE_OPEN": "an opcode followed by '('",
+    "LITERAL_ATOM": "a literal",
+    "LITERAL_NAN_PAYLOAD": "a literal",
+    "BRACED": "a braced literal",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "COMMA": "','",
+    "__ANON_0": "'->'",
+    "SECTION_STRING_ENTRY": "an entry such as '1 \"file.py\"'",
+    "SECTION_BRACE_ENTRY": "an entry such as '1 {...}'",
+    "FILE_NAMES": "FileNames",
+    "FUNCTION_NAMES": "FunctionNames",
+    "FILE_LOCATIONS": "FileLocations",
+    "STACK_FRAMES": "StackFrames",
+    "$END": "the end of the input",
+}
+
+_HIDDEN = {"WHITESPACE", "BLOCK_COMMENT", "LINE_COMMENT"}
+
+
+def _expected_words(names) -> tuple[str, ...]:
+    words = []
+    for name in sorted(names or ()):
+        if name in _HIDDEN:
+            continue
+        word = _FRIENDLY.get(name, name.lower())
+        if word not in words:
+            words.append(word)
+    return tuple(words)
+
+
+def _describe(text: str, pos: int) -> str:
+    if pos >= len(text):
+        return "the end of the input"
+    m = re.match(r"[A-Za-z0-9_%.\-]+|\S", text[pos:])
+    found = m.group(0) if m else text[pos]
+    return repr(found)
+
+
+def _convert_lark_error(text: str, err: UnexpectedInput) -> HloSyntaxError:
+    if isinstance(err, UnexpectedCharacters):
+        pos = err.pos_in_stream
+        allowed = set(err.allowed or ())
+        if text.startswith("/*", pos):
+            return _error_at(text, "unterminated comment: expected '*/'", err.line, err.column, found="'/*'")
+        if "INSTR_HEAD" in allowed or "NAME_EQ" in allowed:
+            found = _diagnose_instruction(text, pos)
+            if found is not None:
+                return found
+        if "ATTR" in allowed and text.startswith(",", pos):
+            return _error_at(
+                text,
+                "found a malformed attribute, expected ', name=value' with balanced brackets and quotes",
+                err.line, err.column, found=_describe(text, pos),
+            )
+        expected = _expected_words(allowed)
+        found = _describe(text, pos)
+        return _error_at(text, f"found {found}, expected {_join(expected)}", err.line, err.column,
+                         found=found, expected=expected)
+    if isinstance(err, UnexpectedEOF):
+        expected = _expected_words(err.expected)
+        line = text.count("\n") + 1
+        column = len(text) - (text.rfind("\n") + 1) + 1
+        return _error_at(text, f"found the end of the input, expected {_join(expected)}", line, column,
+                         found="end of input", expected=expected)
+    if isinstance(err, UnexpectedToken):
+        tok = err.token
+        expected = _expected_words(err.expected)
+        if tok.type == "$END":
+            line = text.count("\n") + 1
+            column = len(text) - (text.rfind("\n") + 1) + 1
+            return _error_at(text, f"found the end of the input, expected {_join(expected)}", line, column,
+                             found="end of input", expected=expected)
+        value = _val(tok)
+        found = repr(value if len(value) < 40 else value[:37] + "...")
+        message = f"found {found}, expected {_join(expected)}"
+        if tok.type == "INSTR_HEAD" and not expected:
+            message = f"found {found}, expected nothing more (a lone instruction ends here)"
+        return _error_at(text, message, tok.line, tok.column, found=found, expected=expected)
+    return _error_at(text, str(err), getattr(err, "line", None), getattr(err, "column", None))
+
+
+def _join(words: tuple[str, ...]) -> str:
+    if not words:
+        return "nothing more"
+    if len(words) == 1:
+        return words[0]
+    return "one of: " + ", ".join(words)
+
+
+def _diagnose_instruction(text: str, pos: int) -> HloSyntaxError | None:
+    """The instruction head is one token; when it does not match, find the first piece that
+    breaks it, so the error points at the right column."""
+    name_re = terminal_regex("NAME")
+    shape_re = terminal_regex("SHAPE")
+
+    def at(p):
+        line = text.count("\n", 0, p) + 1
+        col = p - (text.rfind("\n", 0, p) + 1) + 1
+        return line, col
+
+    def fail(p, expected):
+        line, col = at(p)
+        found = _describe(text, p)
+        return _error_at(text, f"found {found}, expected {expected}", line, col, found=found, expected=(expected,))
+
+    ws = re.compile(r"[ \t\r\n\f]*")
+    p = ws.match(text, pos).end()
+    m = re.compile(r"ROOT\b").match(text, p)
+    if m:
+        p = ws.match(text, m.end()).end()
+    m = name_re.match(text, p)
+    if not m:
+        if shape_re.match(text, p):
+            return fail(p, "an instruction name followed by '=' (only a lone instruction may omit it)")
+        return None  # not an instruction at all; let the generic message speak
+    p = ws.match(text, m.end()).end()
+    if not text.startswith("=", p):
+        return None
+    p = ws.match(text, p + 1).end()
+    m = shape_re.match(text, p)
+    if not m:
+        word = re.match(r"[a-z0-9]+\[", text[p:])
+        if word:
+            return fail(p, "a shape with a known element type (pred, s8..s64, u8..u64, f16, bf16, f32, f64, c64, ...)")
+        m_op = re.compile(r"[a-z][a-z0-9\-]*\s*\(").match(text, p)
+        if m_op:
+            return None  # shape left out: the general rule handles (and may infer) it
+        return fail(p, "a shape such as f32[2,3]{1,0}")
+    p = ws.match(text, m.end()).end()
+    m = re.compile(r"[a-z][a-z0-9\-]*").match(text, p)
+    if not m:
+        return fail(p, "an opcode")
+    p = ws.match(text, m.end()).end()
+    if not text.startswith("(", p):
+        return fail(p, "'(' after the opcode")
+    return None  # the operand list itself: the general rule reports it precisely
+
+
+# ------------------------------------------------------------------------------------------
+# 2. Assembly: raw records → ir.Module, with XLA's structural checks
+# ------------------------------------------------------------------------------------------
+
+
+def _assemble(raw: _RawModule, text: str, path: str | None) -> ir.Module:
+    return _Assembler(text).module(raw, path)
+
+
+class _Assembler:
+    """Builds the ir.Module from raw records, raising XLA's structural errors."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.extra_computations: list[ir.Computation] = []
+        self.warnings: list[str] = []
+        self.built: dict[str, ir.Computation] = {}
+
+    def error(self, message: str, line: int | None, column: int | None) -> HloSyntaxError:
+        return _error_at(self.text, message, line, column)
+
+    # -- module -------------------------------------------------------------------------
+    def module(self, raw: _RawModule, path: str | None) -> ir.Module:
+        if raw.form == "instruction":
+            comp = self.lone_computation(raw.lone)
+            comps, entry, name = [comp], comp.name, comp.name
+        else:
+            if not raw.computations:
+                raise self.error("expects at least one computation (an ENTRY computation)", raw.line, raw.column)
+            seen: dict[str, _RawComputation] = {}
+            entries = []
+            for rc in raw.computations:
+                if rc.name in seen:
+                    first = seen[rc.name]
+                    raise self.error(
+                        f"computation {rc.name!r} is already defined (at {first.line}:{first.column})",
+                        rc.line, rc.column,
+                    )
+                seen[rc.name] = rc
+                if rc.is_entry:
+                    entries.append(rc)
+            if len(entries) > 1:
+                raise self.error("expects only one ENTRY computation", entries[1].line, entries[1].column)
+            entry_raw = entries[0] if entries else raw.computations[-1]
+            comps = []
+            for rc in raw.computations:
+                comp = self.computation(rc, rc is entry_raw)
+                self.built[comp.name] = comp
+                comps.append(comp)
+            entry, name = entry_raw.name, raw.name
+        module = ir.Module(
+            name=name,
+            computations=tuple(self.extra_computations + comps),
+            entry_name=entry,
+            attrs=tuple((k, v) for k, v, _, _ in raw.attrs),
+            stack_frames=_stack_frames(raw.sections),
+            form=raw.form,
+            path=path,
+            warnings=tuple(self.warnings),
+        )
+        for comp in module.computations:
+            for instr in comp.instructions:
+                for callee in instr.called:
+                    if callee not in module.by_name:
+                        raise self.error(f"computation does not exist: {callee} (called by {instr.name})",
+                                         instr.span.line, instr.span.column)
+        return module
+
+    # -- computations -------------------------------------------------------------------
+    def computation(self, rc: _RawComputation, is_entry: bool) -> ir.Computation:
+        built = self.flatten(rc.instrs)
+        return self.finish(rc.name, built, is_entry, rc.attrs, rc.line, rc.column, rc.params, rc.result_shape)
+
+    def lone_computation(self, ri: _RawInstr) -> ir.Computation:
+        """A lone instruction: its operands that are not defined become parameters, with the
+        shapes the text gives them (XLA requires those shapes)."""
+        if ri.name is None:
+            ri.name = f"{ri.opcode}.anon"
+        ri.is_root = True
+        built = self.flatten([ri])
+        defined = {instr.name for instr, _ in built}
+        params: list[tuple[ir.Instruction, bool]] = []
+        for instr, _ in built:
+            declared = self.declared.get(instr.name)
+            for idx, op in enumerate(instr.operands):
+                if op in defined:
+                    continue
+                shape_text = declared[idx] if declared else None
+                if shape_text is None:
+                    raise self.error("Operand had no shape in HLO text; a lone instruction must give "
+                                     "each operand's shape", instr.span.line, instr.span.column)
+                number = len(params) + self.anon_params
+                params.append((ir.Instruction(op, "parameter", parse_shape(shape_text), literal=str(number),
+                                              span=instr.span), False))
+                defined.add(op)
+        top = built[-1][0]
+        return self.finish(f"{top.name}.computation", params + built, True, [], ri.line, ri.column, None, None)
+
+    def flatten(self, raws: list[_RawInstr]) -> list[tuple[ir.Instruction, bool]]:
+        """Raw instructions → (ir.Instruction, is_root) in order.  Nested instructions and
+        anonymous operands are hoisted before their user with generated names
+        (`multiply.anon`, `parameter.anon.1`), as XLA names them."""
+        self.declared: dict[str, list] = {}
+        self.shapes: dict[str, ir.Shape] = {}
+        self.anon_params = 0
+        taken = {r.name for r in raws if r.name}
+        out: list[tuple[ir.Instruction, bool]] = []
+
+        def fresh(base: str) -> str:
+            name, k = base, 0
+            while name in taken:
+                k += 1
+                name = f"{base}.{k}"
+            taken.add(name)
+            return name
+
+        def build(ri: _RawInstr) -> ir.Instruction:
+            names: list[str] = []
+            for op in ri.operands:
+                if isinstance(op, _RawInstr):
+                    op.name = fresh(f"{op.opcode}.anon")
+                    child = build(op)
+                    out.append((child, False))
+                    names.append(child.name)
+                elif isinstance(op, _AnonOperand):
+                    pname = fresh("parameter.anon")
+                    param = ir.Instruction(pname, "parameter", op.shape, literal=str(self.anon_params),
+                                           span=ir.Span(op.line, op.column))
+                    self.anon_params += 1
+                    self.shapes[pname] = op.shape
+                    out.append((param, False))
+                    names.append(pname)
+                else:
+                    names.append(op)
+            instr = self.instruction(ri, names)
+            self.shapes[instr.name] = instr.shape
+            return instr
+
+        for ri in raws:
+            if ri.shape is not None and ri.name:
+                self.shapes[ri.name] = ri.shape
+        for ri in raws:
+            out.append((build(ri), ri.is_root))
+        return out
+
+    def instruction(self, ri: _RawInstr, operand_names: list[str]) -> ir.Instruction:
+        shape = ri.shape if ri.shape is not None else self.infer_shape(ri, operand_names)
+        called: list[str] = []
+        attrs = []
+        for key, value, line, col in ri.attrs:
+            if key in ir.COMPUTATION_ATTRS:
+                value = self.computation_refs(ri, key, value, line, col, called)
+            attrs.append((key, value))
+        if ri.operand_shapes is not None:
+            self.declared[ri.name] = ri.operand_shapes
+        return ir.Instruction(
+            name=ri.name,
+            opcode=ri.opcode,
+            shape=shape,
+            operands=tuple(operand_names),
+            attrs=tuple(attrs),
+            literal=ri.literal,
+            called=tuple(called),
+            span=ir.Span(ri.line, ri.column),
+        )
+
+    def infer_shape(self, ri: _RawInstr, operand_names: list[str]) -> ir.Shape:
+        """XLA infers a left-out shape; hlofuse does so for elementwise instructions whose
+        operands' shapes are known (the nested-instruction syntax of XLA's tests)."""
+        from .shape_inference import infer
+
+        known = [self.shapes.get(n) for n in operand_names]
+        attrs = {k: v for k, v, _, _ in ri.attrs}
+        shape = None
+        if all(s is not None for s in known):
+            shape = infer(ri.opcode, known, attrs, self.built)
+        if shape is None:
+            raise self.error(f"expects instruction shape: hlofuse cannot infer the shape of "
+                             f"{ri.name or ri.opcode!r} ({ri.opcode})", ri.line, ri.column)
+        return shape
+
+    def computation_refs(self, ri: _RawInstr, key: str, value: str, line: int, col: int,
+                         called: list[str]) -> str:
+        """Names of called computations; an inline body becomes a computation of its own."""
+        text = value.strip()
+        inline = text.startswith("{") and (("=" in text and "%" not in text.split("=")[0][:2]) or
+                                           text[1:].lstrip().startswith("{"))
+        if not inline:
+            called.extend(ir._names_in(text))
+            return value
+        bodies = _split_top_level(text[1:-1]) if key == "branch_computations" else [text]
+        names = []
+        saved = (self.declared, self.shapes, self.anon_params)
+        for k, body in enumerate(bodies):
+            cname = f"{ri.name or ri.opcode}.{key}" + (f".{k}" if len(bodies) > 1 else "")
+            raw_instrs = _run_parser_with_offset(self.text, body)
+            built = self.flatten(raw_instrs)
+            self.extra_computations.append(self.finish(cname, built, False, [], line, col, None, None))
+            names.append(cname)
+        self.declared, self.shapes, self.anon_params = saved
+        called.extend(names)
+        return names[0] if key != "branch_computations" else "{" + ", ".join(names) + "}"
+
+    def finish(self, name, built, is_entry, attrs, line, col, params, result_shape) -> ir.Computation:
+        """Checks XLA makes per computation, then the ir.Computation."""
+        if not built:
+            raise self.error(f"computation {name!r} has no instructions", line, col)
+        by_name: dict[str, ir.Instruction] = {}
+        roots = []
+        for instr, is_root in built:
+            if instr.name in by_name:
+                raise self.error(f"instruction {instr.name!r} is defined twice in computation {name!r}",
+                                 instr.span.line, instr.span.column)
+            by_name[instr.name] = instr
+            if is_root:
+                roots.append(instr)
+        if len(roots) > 1:
+            raise self.error("one computation should have only one ROOT", roots[1].span.line, roots[1].span.column)
+        root = roots[0] if roots else built[-1][0]
+        numbers: set[int] = set()
+        for instr, _ in built:
+            for op in instr.operands:
+                if op not in by_name:
+                    raise self.error(f"instruction does not exist: {op} (operand of {instr.name})",
+                                     instr.span.line, instr.span.column)
+            control = instr.attr("control-predecessors")
+            if control:
+                for pred in ir._names_in(control):
+                    if pred not in by_name:
+                        raise self.error(f"'{pred}' is not defined (control predecessor of {instr.name})",
+                                         instr.span.line, instr.span.column)
+            declared = self.declared.get(instr.name)
+            if declared is not None:
+                for op, text in zip(instr.operands, declared):
+                    if text is None:
+                        continue
+                    dshape, actual = parse_shape(text), by_name[op].shape
+                    if not dshape.compatible(actual):
+                        raise self.error(
+                            f"The declared operand shape {dshape} is not compatible with the shape of the "
+                            f"operand instruction {actual}", instr.span.line, instr.span.column)
+            if instr.opcode == "parameter":
+                try:
+                    number = int(instr.literal)
+                except (TypeError, ValueError):
+                    raise self.error("parameter number must be an integer", instr.span.line,
+                                     instr.span.column) from None
+                if number < 0:
+                    raise self.error("parameter number must be >= 0", instr.span.line, instr.span.column)
+                if number in numbers:
+                    raise self.error(f"Duplicate parameter number {number}", instr.span.line, instr.span.column)
+                numbers.add(number)
+        if result_shape is not None:
+            declared_result = parse_shape(result_shape)
+            if not declared_result.compatible(root.shape):
+                raise self.error(
+                    f"Shape of computation {name}, {declared_result.to_text(False)}, is not compatible with "
+                    f"that of its root instruction {root.name}, {root.shape.to_text(False)}", line, col)
+        return ir.Computation(
+            name=name,
+            instructions=tuple(instr for instr, _ in built),
+            root_name=root.name,
+            is_entry=is_entry,
+            attrs=tuple((k, v) for k, v, _, _ in attrs),
+            span=ir.Span(line, col),
+        )
+
+
+def _run_parser_with_offset(text: str, body: str):
+    """Parse an inline computation body; padding keeps line numbers those of the whole text."""
+    start = text.find(body)
+    if start < 0:
+        padded = body
+    else:
+        before = text[:start]
+        padded = "\n" * before.count("\n") + " " * (start - (before.rfind("\n") + 1)) + body
+    return _run_parser(padded, "computation_body")
+
+
+_KV_INT_RE = re.compile(r"([a-z_]+)=(-?[0-9]+)")
+
+
+def _stack_frames(sections) -> ir.StackFrameIndex:
+    if not sections:
+        return ir.StackFrameIndex()
+    import json
+
+    file_names: dict[int, str] = {}
+    function_names: dict[int, str] = {}
+    locations: dict[int, tuple[int, int, int, int]] = {}
+    frames: dict[int, tuple[int, int]] = {}
+    lines: list[str] = []
+    titles = {"FILE_NAMES": "FileNames", "FUNCTION_NAMES": "FunctionNames",
+              "FILE_LOCATIONS": "FileLocations", "STACK_FRAMES": "StackFrames"}
+    for kind, entries in sections:
+        lines.append(titles[kind])
+        for entry, line, col in entries:
+            ident_text, _, rest = entry.partition(" ")
+            ident = int(ident_text)
+            rest = rest.strip()
+            lines.append(f"{ident} {rest}")
+            if kind in ("FILE_NAMES", "FUNCTION_NAMES"):
+                try:
+                    value = json.loads(rest)
+                except ValueError:
+                    value = rest[1:-1]
+                (file_names if kind == "FILE_NAMES" else function_names)[ident] = value
+            else:
+                fields = dict((k, int(v)) for k, v in _KV_INT_RE.findall(rest))
+                if kind == "FILE_LOCATIONS":
+                    locations[ident] = (fields.get("file_name_id", 0), fields.get("function_name_id", 0),
+                                        fields.get("line", 0), fields.get("column", 0))
+                else:
+                    # XLA prints parent_frame_id one above the parent's id; 0 (printed 1)... see
+                    # tests/test_parse.py::test_stack_frames for the dump this was read from.
+                    frames[ident] = (fields.get("file_location_id", 0), fields.get("parent_frame_id", 0))
+        lines.append("")
+    return ir.StackFrameIndex(file_names, function_names, locations, frames, "\n".join(lines))

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Count kernels in the after_optimizations dumps of sample_dumps/ (standard library only).
+
+    python sample_dumps/summarize.py                 # table of every program folder
+    python sample_dumps/summarize.py --readme        # also rewrite the table in README.md
+    python sample_dumps/summarize.py --json          # the counts as JSON
+
+A deliberately small reader of XLA's HLO text, independent of hlofuse's parser: it splits the
+module into computations and instructions with regular expressions, which is enough to count.
+
+What counts as a kernel: every instruction of a computation that launches work on the device,
+i.e. fusions, custom calls and any other op except parameter, constant, tuple,
+get-tuple-element, bitcast and control flow (while, conditional, call), which are not kernels.
+`copy` instructions are counted apart (XLA:GPU runs them as device-to-device copies).
+Per loop iteration: the kernels of the while body plus those of its condition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+NOT_KERNELS = {
+    "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "while", "conditional",
+    "call", "after-all", "add-dependency", "opt-barrier", "partition-id", "replica-id", "domain",
+}
+
+HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([^\s(]+)\s.*\{\s*$")
+INSTR_RE = re.compile(r"^\s+(ROOT\s+)?%?([^\s=]+)\s*=\s*(.*)$")
+
+
+@dataclass
+class Instr:
+    name: str
+    opcode: str
+    operands: list[str]
+    attrs: str
+    root: bool
+
+
+@dataclass
+class Comp:
+    name: str
+    entry: bool
+    instrs: list[Instr] = field(default_factory=list)
+
+    def root(self) -> Instr:
+        return next((i for i in self.instrs if i.root), self.instrs[-1])
+
+    def users(self, name: str) -> list[Instr]:
+        return [i for i in self.instrs if name in i.operands]
+
+
+def _balanced(text: str, start: int, open_ch: str, close_ch: str) -> int:
+    """Index just past the bracket that closes the one at `start`."""
+    depth = 0
+    for k in range(start, len(text)):
+        if text[k] == open_ch:
+            depth += 1
+        elif text[k] == close_ch:
+            depth -= 1
+            if depth == 0:
+                return k + 1
+    return len(text)
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def parse_instr(line: str) -> Instr | None:
+    m = INSTR_RE.match(line)
+    if not m:
+        return None
+    root, name, rest = bool(m[1]), m[2], m[3]
+    if rest.startswith("("):  # tuple shape
+        pos = _balanced(rest, 0, "(", ")")
+    else:
+        pos = rest.find(" ")
+    rest = rest[pos:].lstrip()
+    om = re.match(r"([a-z][\w\-]*)\(", rest)
+    if not om:
+        return None
+    opcode = om[1]
+    close = _balanced(rest, om.end() - 1, "(", ")")
+    operands = [p.split()[-1].lstrip("%") for p in _split_top(rest[om.end():close - 1])]
+    return Instr(name, opcode, operands, rest[close:], root)
+
+
+def parse_module(text: str) -> dict[str, Comp]:
+    comps: dict[str, Comp] = {}
+    cur: Comp | None = None
+    for line in text.splitlines():
+        if cur is None:
+            if line.startswith("HloModule") or line.startswith(" "):
+                continue
+            m = HEADER_RE.match(line)
+            if m:
+                cur = Comp(m[2], bool(m[1]))
+                comps[cur.name] = cur
+            continue
+        if line.startswith("}"):
+            cur = None
+            continue
+        ins = parse_instr(line)
+        if ins:
+            cur.instrs.append(ins)
+    return comps
+
+
+def _attr(ins: Instr, key: str) -> str | None:
+    m = re.search(r"\b%s=%%?([\w.\-]+)" % re.escape(key), ins.attrs)
+    return m[1] if m else None
+
+
+def is_kernel(ins: Instr) -> bool:
+    return ins.opcode not in NOT_KERNELS and ins.opcode != "copy"
+
+
+def kernel_names(comp: Comp) -> list[Instr]:
+    return [i for i in comp.instrs if is_kernel(i)]
+
+
+def _target(ins: Instr) -> str:
+    m = re.search(r'custom_call_target="([^"]+)"', ins.attrs)
+    return m[1] if m else ""
+
+
+def _has_concat(comps: dict[str, Comp], ins: Instr) -> bool:
+    called = _attr(ins, "calls")
+    return bool(called and called in comps
+                and any(i.opcode == "concatenate" for i in comps[called].instrs))
+
+
+@dataclass
+class Summary:
+    entry_kernels: int
+    entry_copies: int
+    loops: list[dict]
+
+
+def summarize_text(text: str) -> Summary:
+    comps = parse_module(text)
+    entry = next(c for c in comps.values() if c.entry)
+    loops = []
+    for w in (i for i in entry.instrs if i.opcode == "while"):
+        body, cond = comps[_attr(w, "body")], comps[_attr(w, "condition")]
+        trip = re.search(r'known_trip_count":\{"n":"(\d+)"', w.attrs)
+        bk, ck = kernel_names(body), kernel_names(cond)
+        root = body.root()
+        concat_users = {
+            i.name: len(body.users(i.name)) for i in bk if i.opcode == "fusion"
+            and _has_concat(comps, i)
+        } | {i.name: len(body.users(i.name)) for i in bk if i.opcode == "concatenate"}
+        loops.append({
+            "while": w.name,
+            "trip_count": int(trip[1]) if trip else None,
+            "body_kernels": len(bk),
+            "cond_kernels": len(ck),
+            "per_iteration": len(bk) + len(ck),
+            "body_copies": sum(i.opcode == "copy" for i in body.instrs),
+            "fusions": sum(i.opcode == "fusion" for i in bk),
+            "custom_calls": sorted(_target(i) for i in bk if i.opcode == "custom-call"),
+            "other_ops": sorted(i.opcode for i in bk if i.opcode not in ("fusion",
+                                                                          "custom-call")),
+            "nested_loops": sum(i.opcode == "while" for i in body.instrs),
+            "root_tuple": len(root.operands) if root.opcode == "tuple" else 0,
+            "concat_users": concat_users,
+        })
+    return Summary(
+        entry_kernels=len(kernel_names(entry)),
+        entry_copies=sum(i.opcode == "copy" for i in entry.instrs),
+        loops=loops,
+    )
+
+
+def boundaries(loop: dict) -> str:
+    out = []
+    if loop["root_tuple"]:
+        out.append(f"tuple({loop['root_tuple']}) at loop output")
+    rng = [t for t in loop["custom_calls"] if "threefry" in t]
+    if rng:
+        out.append(f"{len(rng)}x {rng[0]}")
+    multi = {k: v for k, v in loop["concat_users"].items() if v > 1}
+    if multi:
+        out.append("concat with " + ", ".join(f"{v} users ({k})" for k, v in multi.items()))
+    elif loop["concat_users"]:
+        out.append("concat fused, 1 user")
+    return "; ".join(out)
+
+
+def collect(root: Path = HERE) -> list[dict]:
+    manifest = json.loads((root / "MANIFEST.json").read_text())
+    rows = []
+    for e in manifest["programs"]:
+        text = (root / e["path"] / e["files"]["after_optimizations"]).read_text()
+        s = summarize_text(text)
+        rows.append({"entry": e, "summary": s})
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| folder | program | variant | entry kernels | loop: trip count | kernels per "
+        "iteration (body + cond) | copies per iteration | boundaries in the loop |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        e, s = r["entry"], r["summary"]
+        loops = s.loops
+        if loops:
+            trip = ", ".join(str(lp["trip_count"]) for lp in loops)
+            per = ", ".join(f"{lp['per_iteration']} ({lp['body_kernels']} + "
+                            f"{lp['cond_kernels']})" for lp in loops)
+            copies = ", ".join(str(lp["body_copies"]) for lp in loops)
+            bnd = " / ".join(boundaries(lp) for lp in loops)
+        else:
+            trip = per = copies = bnd = "–"
+        lines.append(f"| {e['folder']} | {e['program']} | {e.get('variant') or e.get('description', '')} | "
+                     f"{s.entry_kernels} | {trip} | {per} | {copies} | {bnd} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--readme", action="store_true", help="rewrite the table in README.md")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    sys.path.insert(0, str(HERE))
+    rows = collect()
+    if a.json:
+        print(json.dumps([{"path": r["entry"]["path"], **r["summary"].__dict__} for r in rows],
+                         indent=1))
+        return 0
+    t = table(rows)
+    print(t)
+    if a.readme:
+        readme = HERE / "README.md"
+        text = readme.read_text()
+        start, end = "<!-- counts:start -->", "<!-- counts:end -->"
+        i, j = text.index(start) + len(start), text.index(end)
+        readme.write_text(text[:i] + "\n" + t + "\n" + text[j:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
