@@ -764,7 +764,7 @@ class _Assembler:
         if ri.name is None:
             ri.name = f"{ri.opcode}.anon"
         ri.is_root = True
-        built = self.flatten([ri])
+        built = self.flatten([ri], lone=True)
         defined = {instr.name for instr, _ in built}
         params: list[tuple[ir.Instruction, bool]] = []
         for instr, _ in built:
@@ -783,7 +783,7 @@ class _Assembler:
         top = built[-1][0]
         return self.finish(f"{top.name}.computation", params + built, True, [], ri.line, ri.column, None, None)
 
-    def flatten(self, raws: list[_RawInstr]) -> list[tuple[ir.Instruction, bool]]:
+    def flatten(self, raws: list[_RawInstr], lone: bool = False) -> list[tuple[ir.Instruction, bool]]:
         """Raw instructions → (ir.Instruction, is_root) in order.  Nested instructions and
         anonymous operands are hoisted before their user with generated names
         (`multiply.anon`, `parameter.anon.1`), as XLA names them."""
@@ -810,6 +810,9 @@ class _Assembler:
                     out.append((child, False))
                     names.append(child.name)
                 elif isinstance(op, _AnonOperand):
+                    if not lone:
+                        raise self.error("expects name: only a lone instruction may leave its operands "
+                                         "unnamed", op.line, op.column)
                     pname = fresh("parameter.anon")
                     param = ir.Instruction(pname, "parameter", op.shape, literal=str(self.anon_params),
                                            span=ir.Span(op.line, op.column))

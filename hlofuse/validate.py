@@ -1,40 +1,312 @@
-"""Checks XLA's parser makes on each instruction while it reads (opcodes, operand counts,
-attributes, literals), run after the module is assembled.  Each failure is an HloSyntaxError
-at the instruction's line and column."""
+"""Checks XLA's parser makes on each instruction while it reads — opcodes, operand counts,
+attribute forms and placement, literals, layouts, async wrappers — run after the module is
+assembled.  Each failure is an HloSyntaxError at the offending line and column.
+
+Unknown opcodes and unknown attributes are kept (XLA adds both over time): unknown opcodes
+produce a warning, or an error with `strict=True`.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
-from . import ir
+from . import attributes, ir
+from .attributes import API_VERSIONS, KNOWN as KNOWN_ATTRS
 from .errors import HloSyntaxError
-from .opcodes import ARITY, KNOWN
+from .literals import LiteralError, check_literal
+from .opcodes import ARITY, KNOWN as KNOWN_OPCODES
+from .parse import terminal_regex
+
+_ASYNC_SUFFIXES = ("-start", "-update", "-done")
+
+#: Attributes an opcode cannot do without.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "fusion": ("kind", "calls"),
+    "get-tuple-element": ("index",),
+    "while": ("condition", "body"),
+    "compare": ("direction",),
+    "reduce": ("dimensions", "to_apply"),
+    "transpose": ("dimensions",),
+    "concatenate": ("dimensions",),
+    "slice": ("slice",),
+    "custom-call": ("custom_call_target",),
+    "iota": ("iota_dimension",),
+    "map": ("to_apply",),
+    "reduce-window": ("to_apply",),
+    "pad": ("padding",),
+    "call": ("to_apply",),
+}
+
+
+class _Checker:
+    def __init__(self, module: ir.Module, text: str, strict: bool):
+        self.module = module
+        self.text = text
+        self.strict = strict
+        self.lines: list[str] | None = None
+        self.warnings = list(module.warnings)
+
+    # -- errors at the right place --------------------------------------------------------
+    def error(self, message: str, instr: ir.Instruction | None = None, attr: str | None = None,
+              line: int | None = None, column: int | None = None) -> HloSyntaxError:
+        if self.lines is None:
+            self.lines = self.text.splitlines()
+        if instr is not None and instr.span is not None:
+            line, column = instr.span.line, instr.span.column
+            if attr is not None:
+                line, column = self._find_attr(line, column, attr)
+        src = self.lines[line - 1] if line and 0 < line <= len(self.lines) else None
+        return HloSyntaxError(message, line=line, column=column, source_line=src)
+
+    def _find_attr(self, line: int, column: int, attr: str) -> tuple[int, int]:
+        for offset in range(0, 40):
+            idx = line - 1 + offset
+            if idx >= len(self.lines):
+                break
+            text = self.lines[idx]
+            start = column - 1 if offset == 0 else 0
+            m = re.search(r"\b" + re.escape(attr) + r"\s*=", text[start:])
+            if m:
+                return idx + 1, start + m.start() + 1
+        return line, column
+
+    # -- module ---------------------------------------------------------------------------
+    def run(self) -> ir.Module:
+        for key, value in self.module.attrs:
+            self.check_attr_value(None, key, value)
+        for comp in self.module.computations:
+            for instr in comp.instructions:
+                self.check(comp, instr)
+        self.check_async()
+        if self.warnings != list(self.module.warnings):
+            return dataclasses.replace(self.module, warnings=tuple(self.warnings))
+        return self.module
+
+    def check_attr_value(self, instr: ir.Instruction | None, key: str, value: str) -> None:
+        spec = KNOWN_ATTRS.get(key)
+        if spec is None:
+            return
+        if not terminal_regex(spec.terminal).fullmatch(value):
+            if instr is None:
+                line = next((i + 1 for i, l in enumerate(self.text.splitlines()[:50]) if key + "=" in l), 1)
+                raise self.error(f"malformed value of attribute {key}: {_short(value)}", line=line, column=1)
+            raise self.error(f"malformed value of attribute {key}: {_short(value)}", instr, key)
+
+    # -- one instruction ------------------------------------------------------------------
+    def check(self, comp: ir.Computation, instr: ir.Instruction) -> None:
+        opcode = instr.opcode
+        base = opcode
+        if opcode not in KNOWN_OPCODES:
+            stem = next((opcode[: -len(s)] for s in _ASYNC_SUFFIXES if opcode.endswith(s)), None)
+            if stem is not None and stem in KNOWN_OPCODES:
+                base = stem  # `custom-call-start`: XLA's sugar for an async-wrapped custom-call
+            else:
+                if self.strict:
+                    raise self.error(f"unknown opcode: {opcode}", instr)
+                where = f"{instr.span.line}:{instr.span.column}" if instr.span else "?"
+                self.warnings.append(f"{where}: unknown opcode {opcode!r} kept as an opaque instruction")
+                return
+        arity = ARITY.get(opcode)
+        if arity is not None and len(instr.operands) != arity:
+            raise self.error(f"{opcode} expects {arity} operand(s), but has {len(instr.operands)}", instr)
+        for key, value in instr.attrs:
+            spec = KNOWN_ATTRS.get(key)
+            if spec is None:
+                continue
+            if spec.opcodes is not None and base not in spec.opcodes and opcode not in spec.opcodes:
+                raise self.error(f'unexpected attribute "{key}" for {opcode}', instr, key)
+            self.check_attr_value(instr, key, value)
+        for key in REQUIRED.get(opcode, ()):
+            if not instr.has_attr(key):
+                if opcode == "conditional":
+                    continue
+                raise self.error(f"{opcode} expects attribute {key}", instr)
+        shapes = [comp[op].shape for op in instr.operands]
+        self.check_layouts(instr)
+        checker = getattr(self, "op_" + opcode.replace("-", "_"), None)
+        if checker is not None:
+            checker(comp, instr, shapes)
+
+    def check_layouts(self, instr: ir.Instruction) -> None:
+        for leaf in instr.shape.leaves():
+            layout = leaf.layout
+            if layout is None or not layout.extra:
+                continue
+            levels = re.search(r"D\(([^)]*)\)", layout.extra)
+            sparse = False
+            if levels:
+                for level in levels.group(1).split(","):
+                    kind = level.strip().rstrip("+~")
+                    if kind not in ("D", "C", "S", "H"):
+                        raise self.error(f"expected a DimLevelType abbreviation (D, C, S or H), found {kind!r}", instr)
+                    sparse = sparse or kind != "D"
+            if re.search(r"(?<![A-Z])P\(", layout.extra) and not sparse:
+                raise self.error("Layout has physical shape, but is not for a sparse array", instr)
+
+    # -- per-opcode checks (named op_<opcode>) ---------------------------------------------
+    def op_constant(self, comp, instr, shapes) -> None:
+        try:
+            check_literal(instr.literal or "", instr.shape)
+        except LiteralError as err:
+            raise self.error(str(err), instr) from None
+
+    def op_broadcast(self, comp, instr, shapes) -> None:
+        if not instr.has_attr("dimensions") and shapes and shapes[0].rank > 0:
+            raise self.error("broadcast of a non-scalar expects attribute dimensions", instr)
+
+    def op_convolution(self, comp, instr, shapes) -> None:
+        labels = instr.attr("dim_labels")
+        if labels:
+            self._check_dim_labels(instr, labels)
+
+    def _check_dim_labels(self, instr, labels: str) -> None:
+        lhs, rest = labels.split("_", 1)
+        rhs, out = rest.split("->")
+        for part, allowed, name in ((lhs, "bf", "input"), (rhs, "io", "kernel"), (out, "bf", "output")):
+            for ch in part:
+                if not (ch.isdigit() or ch in allowed or ch == "?"):
+                    raise self.error(f"dim_labels {name} part {part!r} expects [0-9{allowed}?], sees {ch!r}",
+                                     instr, "dim_labels")
+            if len(set(part)) != len(part):
+                raise self.error(f"dim_labels {name} part {part!r} expects unique labels", instr, "dim_labels")
+            digits = sorted(int(c) for c in part if c.isdigit())
+            if digits != list(range(len(digits))):
+                raise self.error(f"dim_labels {name} part {part!r} expects [0-{len(digits) - 1}] for its spatial "
+                                 "dimensions", instr, "dim_labels")
+        counts = {sum(c.isdigit() for c in p) for p in (lhs, rhs, out)}
+        if len(counts) != 1:
+            raise self.error("dim_labels input, kernel and output must have same number of spatial dimensions",
+                             instr, "dim_labels")
+
+    def op_custom_call(self, comp, instr, shapes) -> None:
+        version = instr.attr("api_version")
+        if version is not None and version not in API_VERSIONS:
+            if version == "API_VERSION_UNSPECIFIED":
+                raise self.error(f"Invalid API version: {version}", instr, "api_version")
+            raise self.error(f"Unknown API version: {version}", instr, "api_version")
+        constraints = instr.attr("operand_layout_constraints")
+        if constraints is not None:
+            from .parse import _split_top_level, parse_shape
+
+            items = [parse_shape(t) for t in _split_top_level(constraints.strip()[1:-1]) if t]
+            if len(items) != len(shapes):
+                raise self.error(f"Expected {len(shapes)} operand layout constraints, {len(items)} given",
+                                 instr, "operand_layout_constraints")
+            for i, (want, have) in enumerate(zip(items, shapes)):
+                if not want.compatible(have):
+                    raise self.error(f"operand {i} is not compatible with operand shape {have}", instr,
+                                     "operand_layout_constraints")
+        if instr.attr("dim_labels"):
+            self._check_dim_labels(instr, instr.attr("dim_labels"))
+
+    def op_infeed(self, comp, instr, shapes) -> None:
+        if not instr.shape.is_tuple or not instr.shape.tuple_shapes:
+            raise self.error("infeed must have a non-empty tuple shape", instr)
+
+    def op_conditional(self, comp, instr, shapes) -> None:
+        selector = shapes[0] if shapes else None
+        has_branches = instr.has_attr("branch_computations")
+        has_pair = instr.has_attr("true_computation") or instr.has_attr("false_computation")
+        if selector is None or not selector.is_scalar:
+            raise self.error("The first operand must be a scalar", instr)
+        if selector.element_type not in ("pred", "s32"):
+            raise self.error("The first operand must be a scalar of PRED or S32", instr)
+        if selector.element_type == "pred":
+            if has_branches:
+                raise self.error('unexpected attribute "branch_computations" for a conditional on a pred',
+                                 instr, "branch_computations")
+            if not (instr.has_attr("true_computation") and instr.has_attr("false_computation")):
+                raise self.error("a conditional on a pred expects true_computation and false_computation", instr)
+        elif has_pair:
+            raise self.error("a conditional on an s32 index expects branch_computations", instr)
+
+    def op_parameter(self, comp, instr, shapes) -> None:
+        replication = instr.attr("parameter_replication")
+        if replication is not None:
+            count = len(attributes.int_list(None) or re.findall(r"true|false", replication))
+            leaves = sum(1 for _ in instr.shape.leaves())
+            if count != leaves:
+                raise self.error(f"parameter has {leaves} leaf buffers, but parameter_replication has "
+                                 f"{count} elements", instr, "parameter_replication")
+
+    def check_result_accuracy(self, instr) -> None:
+        value = instr.attr("result_accuracy")
+        if value is None:
+            return
+        m = re.fullmatch(r"\{\s*mode\s*=\s*(\w+)\s*\}", value)
+        if m:
+            if m.group(1) not in ("default", "highest"):
+                raise self.error(f"expects ResultAccuracy type but sees: {m.group(1)}", instr, "result_accuracy")
+            return
+        m = re.fullmatch(r"\{\s*tolerance\s*=\s*\{([^{}]*)\}\s*\}", value)
+        if m:
+            for key, _ in re.findall(r"(\w+)\s*=\s*([^,\s]+)", m.group(1)):
+                if key not in ("atol", "rtol", "ulps"):
+                    raise self.error(f"invalid attribute name: {key}", instr, "result_accuracy")
+            return
+        if re.fullmatch(r"\{\s*\w+\s*=.*\}", value, re.S):
+            raise self.error("invalid attribute name in result_accuracy (expects mode or tolerance)", instr,
+                             "result_accuracy")
+        raise self.error("expects attribute name in result_accuracy", instr, "result_accuracy")
+
+    # -- async wrappers (async-start / -update / -done and their `op-start` sugar) ----------
+    def check_async(self) -> None:
+        used: dict[str, str] = {}
+        for comp in self.module.computations:
+            for instr in comp.instructions:
+                self.check_result_accuracy(instr)
+                kind = _async_kind(instr.opcode)
+                if kind is None:
+                    continue
+                if kind in ("start", "update") and instr.opcode.startswith("async-"):
+                    tuple_shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else ()
+                    if len(tuple_shapes) < 2 or not tuple_shapes[0].is_tuple:
+                        raise self.error("AsyncStart and AsyncUpdate expect the op shape to be in the form of "
+                                         "((async-operands), async-outputs, state).", instr)
+                stem = instr.opcode.rsplit("-", 1)[0]
+                if stem != "async" and stem != "custom-call":
+                    raise self.error(f"Expect async wrapped opcode to be custom-call, but got {stem}", instr)
+                if kind == "start":
+                    callee = instr.attr("calls")
+                    if callee:
+                        name = callee.lstrip("%")
+                        if name in used and used[name] != instr.name:
+                            raise self.error(f"Computation {name} is already referenced by another async op",
+                                             instr, "calls")
+                        used[name] = instr.name
+                    continue
+                if not instr.operands or _async_kind(comp[instr.operands[0]].opcode) not in ("start", "update"):
+                    raise self.error("AsyncUpdate and AsyncDone expect their operand to be the previous async op.",
+                                     instr)
+                start = comp[instr.operands[0]]
+                while _async_kind(start.opcode) == "update" and start.operands:
+                    start = comp[start.operands[0]]
+                mine, theirs = instr.attr("calls"), start.attr("calls")
+                if mine and theirs and mine.lstrip("%") != theirs.lstrip("%"):
+                    raise self.error(f"Expect async_wrapped_computation to be {theirs.lstrip('%')}, but got "
+                                     f"{mine.lstrip('%')}", instr, "calls")
+                thread = instr.attr("async_execution_thread")
+                expected = attributes.unquote(start.attr("async_execution_thread") or '"main"')
+                if thread is not None and attributes.unquote(thread) != expected:
+                    raise self.error(f"Expect async_execution_thread to be {expected}, but got "
+                                     f"{attributes.unquote(thread)}", instr, "async_execution_thread")
+
+
+def _async_kind(opcode: str) -> str | None:
+    """start / update / done for async ops and their sugar (`custom-call-start`), else None.
+    Collectives with their own start/done opcodes (all-reduce-start, copy-start...) are not
+    async wrappers."""
+    for suffix in ("start", "update", "done"):
+        if opcode.endswith("-" + suffix):
+            if opcode.startswith("async-") or opcode not in KNOWN_OPCODES:
+                return suffix
+    return None
+
+
+def _short(value: str) -> str:
+    return value if len(value) <= 60 else value[:57] + "..."
 
 
 def check_module(module: ir.Module, text: str, *, strict: bool = False) -> ir.Module:
-    warnings = list(module.warnings)
-    lines = None
-
-    def error(message, instr):
-        nonlocal lines
-        if lines is None:
-            lines = text.splitlines()
-        span = instr.span
-        src = lines[span.line - 1] if span and 0 < span.line <= len(lines) else None
-        return HloSyntaxError(message, line=span.line if span else None, column=span.column if span else None,
-                              source_line=src)
-
-    for comp in module.computations:
-        for instr in comp.instructions:
-            if instr.opcode not in KNOWN:
-                where = f"{instr.span.line}:{instr.span.column}" if instr.span else "?"
-                if strict:
-                    raise error(f"unknown opcode: {instr.opcode}", instr)
-                warnings.append(f"{where}: unknown opcode {instr.opcode!r} kept as an opaque instruction")
-                continue
-            arity = ARITY.get(instr.opcode)
-            if arity is not None and len(instr.operands) != arity:
-                raise error(f"{instr.opcode} expects {arity} operand(s), but has {len(instr.operands)}", instr)
-    if warnings != list(module.warnings):
-        module = dataclasses.replace(module, warnings=tuple(warnings))
-    return module
+    return _Checker(module, text, strict).run()
