@@ -193,7 +193,7 @@ def array_shape(element_type: str, dims: tuple[int, ...], minor_to_major: tuple[
     """An array shape with XLA's default layout unless `minor_to_major` is given."""
     if minor_to_major is None:
         minor_to_major = tuple(range(len(dims) - 1, -1, -1))
-    return Shape(element_type, tuple(dims), Layout(tuple(minor_to_major)), (), ())
+    return Shape(element_type, tuple(dims), Layout(tuple(minor_to_major)) if dims else None, (), ())
 
 
 # ------------------------------------------------------------------------------------------
@@ -421,6 +421,8 @@ class Module:
     path: str | None = field(default=None, compare=False, repr=False)
     #: Things worth telling the user that are not errors (unknown opcodes, ...).
     warnings: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    #: The spelling the text used (a printer.Style), so printing reproduces it.
+    style: object = field(default=None, compare=False, repr=False)
 
     @cached_property
     def by_name(self) -> Mapping[str, Computation]:

@@ -177,7 +177,7 @@ def parse_shape(text: str) -> ir.Shape:
         body = layout_text[1:-1]
         m2m_text, _, extra = body.partition(":")
         m2m = tuple(int(x) for x in m2m_text.split(",") if x.strip())
-        layout = ir.Layout(m2m, extra)
+        layout = ir.Layout(m2m, extra) if (m2m or extra) else None  # a scalar's `{}` says nothing
     return ir.Shape(etype, tuple(dims), layout, (), tuple(dynamic) if any_dynamic else ())
 
 
@@ -438,7 +438,7 @@ class _Callbacks(lark.Transformer):
         return mod
 
     def bare_computations(self, children):
-        return _RawModule("computations", "", computations=list(children))
+        return _RawModule("computations", "module", computations=list(children))
 
     def start(self, children):
         child = children[0]
@@ -702,6 +702,8 @@ class _Assembler:
         self.extra_computations: list[ir.Computation] = []
         self.warnings: list[str] = []
         self.built: dict[str, ir.Computation] = {}
+        self.saw_operand_shapes = False
+        self.inline_names: set[str] = set()
 
     def error(self, message: str, line: int | None, column: int | None) -> HloSyntaxError:
         return _error_at(self.text, message, line, column)
@@ -710,7 +712,7 @@ class _Assembler:
     def module(self, raw: _RawModule, path: str | None) -> ir.Module:
         if raw.form == "instruction":
             comp = self.lone_computation(raw.lone)
-            comps, entry, name = [comp], comp.name, comp.name
+            comps, entry, name = [comp], comp.name, "module"
         else:
             if not raw.computations:
                 raise self.error("expects at least one computation (an ENTRY computation)", raw.line, raw.column)
@@ -744,6 +746,7 @@ class _Assembler:
             form=raw.form,
             path=path,
             warnings=tuple(self.warnings),
+            style=self.style(raw),
         )
         for comp in module.computations:
             for instr in comp.instructions:
@@ -752,6 +755,19 @@ class _Assembler:
                         raise self.error(f"computation does not exist: {callee} (called by {instr.name})",
                                          instr.span.line, instr.span.column)
         return module
+
+    def style(self, raw: _RawModule):
+        """The spelling of the text: `%` before names, signatures, operand shapes."""
+        from .printer import Style
+
+        first = raw.computations[0] if raw.computations else None
+        percent = False
+        if first is not None and first.instrs:
+            line = self.text.splitlines()[first.instrs[0].line - 1] if first.instrs[0].line else ""
+            percent = "%" in line.split("=", 1)[0]
+        signatures = any(rc.params is not None for rc in raw.computations)
+        operand_shapes = self.saw_operand_shapes
+        return Style(percent=percent, signatures=signatures, operand_shapes=operand_shapes)
 
     # -- computations -------------------------------------------------------------------
     def computation(self, rc: _RawComputation, is_entry: bool) -> ir.Computation:
@@ -840,9 +856,12 @@ class _Assembler:
         for key, value, line, col in ri.attrs:
             if key in ir.COMPUTATION_ATTRS:
                 value = self.computation_refs(ri, key, value, line, col, called)
+            elif key == "control-predecessors":
+                value = "{" + ", ".join(ir._names_in(value)) + "}"
             attrs.append((key, value))
         if ri.operand_shapes is not None:
             self.declared[ri.name] = ri.operand_shapes
+            self.saw_operand_shapes = True
         return ir.Instruction(
             name=ri.name,
             opcode=ri.opcode,
@@ -876,13 +895,20 @@ class _Assembler:
         inline = text.startswith("{") and (("=" in text and "%" not in text.split("=")[0][:2]) or
                                            text[1:].lstrip().startswith("{"))
         if not inline:
-            called.extend(ir._names_in(text))
-            return value
+            names = ir._names_in(text)
+            called.extend(names)
+            # Stored without `%`, so spellings compare equal; the printer adds it back.
+            return "{" + ", ".join(names) + "}" if text.startswith("{") else (names[0] if names else value)
         bodies = _split_top_level(text[1:-1]) if key == "branch_computations" else [text]
         names = []
         saved = (self.declared, self.shapes, self.anon_params)
         for k, body in enumerate(bodies):
             cname = f"{ri.name or ri.opcode}.{key}" + (f".{k}" if len(bodies) > 1 else "")
+            base, n = cname, 0
+            while cname in self.inline_names:
+                n += 1
+                cname = f"{base}.{n}"
+            self.inline_names.add(cname)
             raw_instrs = _run_parser_with_offset(self.text, body)
             built = self.flatten(raw_instrs)
             self.extra_computations.append(self.finish(cname, built, False, [], line, col, None, None))
