@@ -690,6 +690,12 @@ def _diagnose_instruction(text: str, pos: int) -> HloSyntaxError | None:
 # ------------------------------------------------------------------------------------------
 
 
+# An index mark before an operand (`/*index=5*/%v` or `/*index=5*/f32[] %v`), not inside a tuple shape.
+_OPERAND_MARK_RE = re.compile(r"/\*index=\d+\*/(?:[^,()\s]+\s+)?%?[A-Za-z_][\w.\-]*\s*[,)]")
+_ANY_MARK_RE = re.compile(r"/\*index=\d+\*/")
+_CLOSING_COMMENT_RE = re.compile(r"^\} // %?(\S+)", re.M)
+
+
 def _assemble(raw: _RawModule, text: str, path: str | None) -> ir.Module:
     return _Assembler(text).module(raw, path)
 
@@ -766,8 +772,12 @@ class _Assembler:
             line = self.text.splitlines()[first.instrs[0].line - 1] if first.instrs[0].line else ""
             percent = "%" in line.split("=", 1)[0]
         signatures = any(rc.params is not None for rc in raw.computations)
-        operand_shapes = self.saw_operand_shapes
-        return Style(percent=percent, signatures=signatures, operand_shapes=operand_shapes)
+        operand_marks = _OPERAND_MARK_RE.search(self.text) is not None
+        if not operand_marks and not _ANY_MARK_RE.search(self.text):
+            operand_marks = percent  # nothing to go by: XLA's dumps mark operands in the long form
+        closing = frozenset(_CLOSING_COMMENT_RE.findall(self.text))
+        return Style(percent=percent, signatures=signatures, operand_shapes=self.saw_operand_shapes,
+                     operand_index_marks=operand_marks, closing_comments=closing)
 
     # -- computations -------------------------------------------------------------------
     def computation(self, rc: _RawComputation, is_entry: bool) -> ir.Computation:

@@ -21,10 +21,13 @@ class Style:
     percent: bool = True  # `%name`
     signatures: bool = True  # `%comp (p: f32[2]) -> f32[2] {`
     operand_shapes: bool = False  # `add(f32[2]{0} %a, ...)`
+    operand_index_marks: bool = True  # `/*index=5*/` before every fifth operand
+    #: Computations whose closing brace carries `// name` (XLA of 2024 printed that for some).
+    closing_comments: frozenset = frozenset()
 
 
 LONG = Style()
-SHORT = Style(percent=False, signatures=False)
+SHORT = Style(percent=False, signatures=False, operand_index_marks=False)
 
 
 def print_module(module: ir.Module, style: Style | None = None) -> str:
@@ -64,6 +67,8 @@ def print_computation(comp: ir.Computation, style: Style = LONG, is_entry: bool 
     for instr in comp.instructions:
         lines.append("  " + print_instruction(instr, style, instr.name == comp.root_name, by_name))
     tail = "}"
+    if comp.name in style.closing_comments:
+        tail += f" // {comp.name}"
     for key, value in comp.attrs:
         tail += f", {key}={value}"
     lines.append(tail)
@@ -94,7 +99,7 @@ def print_instruction(instr: ir.Instruction, style: Style = LONG, is_root: bool 
             piece = _name(op, style)
             if style.operand_shapes and by_name is not None and op in by_name:
                 piece = f"{shape_text(by_name[op].shape)} {piece}"
-            if i and i % 5 == 0 and style.percent:  # the long form marks every fifth operand
+            if i and i % 5 == 0 and style.operand_index_marks:
                 piece = f"/*index={i}*/" + piece
             ops.append(piece)
         text += ", ".join(ops)
