@@ -1,0 +1,242 @@
+"""The `hlofuse` command: a thin layer over the Python API (parsing options, printing,
+exit codes).  Results go to stdout; warnings and progress to stderr; `--json` prints only
+JSON on stdout, errors included."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter
+from typing import Callable
+
+import click
+
+from . import __version__
+from .errors import EXIT_INPUT, HlofuseError, HloSyntaxError
+
+# ------------------------------------------------------------------------------------------
+# Shared plumbing
+# ------------------------------------------------------------------------------------------
+
+
+def stdout_console():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)
+
+
+def stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def fail(err: HlofuseError, as_json: bool = False) -> None:
+    """Print one error line (and the source line with a caret) and exit with its code."""
+    if as_json:
+        payload = {"error": err.one_line()}
+        if isinstance(err, HloSyntaxError):
+            payload.update(path=err.path, line=err.line, column=err.column)
+        click.echo(json.dumps(payload))
+    else:
+        click.echo(err.one_line(), err=True)
+        if isinstance(err, HloSyntaxError) and err.context():
+            click.echo(err.context(), err=True)
+    sys.exit(err.exit_code)
+
+
+def guarded(as_json_param: str | None = "as_json") -> Callable:
+    """Run a command body; turn HlofuseErrors and surprises into one line and an exit code."""
+
+    def wrap(fn):
+        def inner(*args, **kwargs):
+            as_json = bool(kwargs.get(as_json_param)) if as_json_param else False
+            try:
+                return fn(*args, **kwargs)
+            except HlofuseError as err:
+                fail(err, as_json)
+            except KeyboardInterrupt:
+                sys.exit(130)
+            except click.exceptions.ClickException:
+                raise
+            except BrokenPipeError:
+                sys.exit(0)
+            except Exception as err:  # a bug of ours: one line, unless debugging
+                if os.environ.get("HLOFUSE_DEBUG"):
+                    raise
+                message = f"internal error: {type(err).__name__}: {err} (set HLOFUSE_DEBUG=1 for details)"
+                if as_json:
+                    click.echo(json.dumps({"error": message}))
+                else:
+                    click.echo(message, err=True)
+                sys.exit(1)
+
+        inner.__name__ = fn.__name__
+        inner.__doc__ = fn.__doc__
+        return inner
+
+    return wrap
+
+
+def input_options(fn):
+    """INPUT plus --module/--stage, shared by every command that reads HLO."""
+    fn = click.option("--stage", metavar="STAGE",
+                      help="Stage of a dump folder: before_optimizations, before_fusion, after_fusion, "
+                           "after_optimizations (default), last, a step number, or after_PASS.")(fn)
+    fn = click.option("--module", "module_name", metavar="NAME",
+                      help="Module of a dump folder (jit_f, module_0001...); default: the only or largest one.")(fn)
+    fn = click.argument("input", metavar="INPUT")(fn)
+    return fn
+
+
+def load_input(path: str, module_name: str | None, stage: str | None, pipeline: str | None = None):
+    from .dumps import read_input
+    from .parse import parse_text
+
+    text, name = read_input(path, module=module_name, stage=stage, pipeline=pipeline)
+    module = parse_text(text, name)
+    if module.warnings:
+        err = stderr_console()
+        for warning in module.warnings[:10]:
+            err.print(f"[yellow]warning:[/] {name}:{warning}")
+        if len(module.warnings) > 10:
+            err.print(f"[yellow]warning:[/] ... and {len(module.warnings) - 10} more")
+    return module, name
+
+
+class _Group(click.Group):
+    def list_commands(self, ctx):
+        order = ["parse", "print", "fuse", "rules", "check", "explain", "render", "bench"]
+        names = super().list_commands(ctx)
+        return [n for n in order if n in names] + [n for n in names if n not in order]
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="hlofuse")
+def main():
+    """Why did XLA launch 6 kernels here instead of 1?  hlofuse reads XLA's HLO dumps, replays
+    XLA's fusion passes, and explains every kernel boundary.
+
+    \b
+    Start with a dump folder (jax: XLA_FLAGS=--xla_dump_to=DIR) or one of ours:
+      hlofuse parse   sample_dumps/gpu-legacy-rtx2080ti/cartpole_b_concat
+      hlofuse print   model.hlo > canonical.hlo
+    INPUT is an HLO text file, a --xla_dump_to folder, or - for stdin.
+    """
+
+
+# ------------------------------------------------------------------------------------------
+# hlofuse parse / print
+# ------------------------------------------------------------------------------------------
+
+
+def module_summary(module) -> dict:
+    from .kernels import count_kernels
+
+    opcodes = Counter(instr.opcode for _, instr in module.instructions())
+    fusions = Counter(instr.fusion_kind or "?" for _, instr in module.instructions() if instr.opcode == "fusion")
+    kernels = count_kernels(module)
+    return {
+        "module": module.name,
+        "path": module.path,
+        "entry": module.entry_name,
+        "computations": len(module.computations),
+        "instructions": module.instruction_count,
+        "opcodes": dict(opcodes.most_common()),
+        "fusions": dict(fusions.most_common()),
+        "kernels": {
+            "total": sum(k.kernels for k in kernels),
+            "per_computation": [
+                {"computation": k.computation, "role": k.role, "kernels": k.kernels, "by_kind": k.by_kind}
+                for k in kernels
+            ],
+        },
+        "warnings": list(module.warnings),
+    }
+
+
+@main.command("parse")
+@input_options
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@guarded()
+def parse_cmd(input, module_name, stage, as_json):
+    """Parse HLO and summarise it: computations, instructions by opcode, fusions, kernels.
+
+    \b
+    Examples:
+      hlofuse parse dump/module_0001.jit_f.sm_9.0a_gpu_after_optimizations.txt
+      hlofuse parse dump/ --module jit_f --stage before_fusion
+      cat model.hlo | hlofuse parse - --json | jq .kernels.total
+    """
+    module, name = load_input(input, module_name, stage)
+    summary = module_summary(module)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    from rich.table import Table
+
+    out = stdout_console()
+    out.print(f"[bold]{module.name}[/]  ({name})")
+    out.print(f"{summary['computations']} computations, {summary['instructions']} instructions, "
+              f"entry [bold]{module.entry_name}[/]")
+    table = Table(title="kernels launched per computation", title_justify="left")
+    table.add_column("computation")
+    table.add_column("role")
+    table.add_column("kernels", justify="right")
+    table.add_column("of which")
+    for row in summary["kernels"]["per_computation"]:
+        table.add_row(row["computation"], row["role"], str(row["kernels"]),
+                      ", ".join(f"{v} {k}" for k, v in sorted(row["by_kind"].items(), key=lambda kv: -kv[1])))
+    out.print(table)
+    if summary["fusions"]:
+        out.print("fusions by kind: " + ", ".join(f"{k} {v}" for k, v in summary["fusions"].items()))
+    top = list(summary["opcodes"].items())[:12]
+    out.print("most frequent opcodes: " + ", ".join(f"{k} {v}" for k, v in top))
+
+
+@main.command("print")
+@input_options
+@click.option("--short", is_flag=True, help="Short form: no % before names, no signatures.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to a file (atomically) instead of stdout.")
+@guarded(None)
+def print_cmd(input, module_name, stage, short, output):
+    """Parse HLO and print it back in XLA's canonical spelling (XLA and hlofuse parse it back).
+
+    \b
+    Examples:
+      hlofuse print model.hlo
+      hlofuse print dump/ --stage after_fusion --short -o fused.hlo
+    """
+    from .printer import SHORT, print_module
+
+    module, _ = load_input(input, module_name, stage)
+    text = print_module(module, SHORT if short else None)
+    if output:
+        write_atomically(output, text)
+    else:
+        click.echo(text, nl=False)
+
+
+def write_atomically(path: str, text: str | bytes) -> None:
+    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    os.makedirs(folder, exist_ok=True)
+    mode = "wb" if isinstance(text, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

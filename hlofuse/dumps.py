@@ -1,0 +1,209 @@
+"""`--xla_dump_to` folders: which modules and stages they hold, from XLA's file names.
+
+XLA names its dump files (xla/service/dump.cc):
+  module_0001.jit_f.before_optimizations.txt
+  module_0001.jit_f.sm_9.0a_gpu_after_optimizations.txt     (GPU; cpu_after_optimizations on CPU)
+  module_0001.jit_f.0004.fusion.after_dce.before_multi_output_fusion.txt   (per-pass snapshot)
+  module_0001.jit_f.priority_fusion_dump.txt                 (PriorityFusion's log)
+Everything else there (protos, .dot, .html, .ll, .ptx, buffer assignment, memory reports,
+debug options, object files) is not HLO text and is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InputError
+
+_MODULE_RE = re.compile(r"module_(\d+)\.(.+)\.txt\Z")
+_PASS_RE = re.compile(r"(.+)\.(\d{4})\.(.+?)\.after_(.+?)\.before_(.+)\Z")
+_AFTER_OPT_RE = re.compile(r"(.+?)\.(?:(.+?)_)?after_optimizations\Z")
+_NOT_HLO = re.compile(
+    r"(buffer-assignment|memory-usage-report|live-range|debug_options|autotune|\.ir-|\.ll\Z|\.ptx\Z|"
+    r"\.pb\Z|\.pbtxt\Z|\.dot\Z|\.html\Z|\.json\Z|obj-file|thunk_sequence|schedule)"
+)
+
+#: The passes each fusion pipeline runs, by the names XLA gives them in dump file names.
+FUSION_PASSES = {
+    "legacy": ("variadic-op-splitter", "fusion", "fusion_merger", "multi_output_fusion",
+               "horizontal_loop_fusion", "horizontal_input_fusion"),
+    "priority": ("variadic-op-splitter", "sort-iota-fusion", "priority-fusion", "multi_output_fusion"),
+    "cpu": ("fusion", "fusion-wrapper"),
+}
+
+
+@dataclass(frozen=True)
+class DumpFile:
+    """One HLO text file of a dump folder."""
+
+    path: Path
+    module_id: int
+    module: str  # the module's name, e.g. jit_f
+    stage: str  # before_optimizations | after_optimizations | pass | priority_fusion_dump
+    step: int | None = None  # per-pass snapshots: XLA's step counter
+    pipeline: str | None = None
+    after_pass: str | None = None
+    before_pass: str | None = None
+    device: str | None = None  # `cpu`, `sm_9.0a_gpu`, `gfx942_gpu`...
+
+    @property
+    def key(self) -> str:
+        return f"module_{self.module_id:04d}.{self.module}"
+
+    @property
+    def backend(self) -> str | None:
+        if self.device is None:
+            return None
+        return "cpu" if self.device.startswith("cpu") else "gpu"
+
+    @property
+    def label(self) -> str:
+        if self.stage == "pass":
+            return f"{self.step:04d} after {self.after_pass} (before {self.before_pass})"
+        return self.stage
+
+
+def classify(path: Path) -> DumpFile | None:
+    """What an XLA dump file is, or None when it is not HLO text."""
+    name = path.name
+    if _NOT_HLO.search(name):
+        return None
+    m = _MODULE_RE.match(name)
+    if m is None:
+        return None
+    module_id, rest = int(m.group(1)), m.group(2)
+    if rest.endswith(".before_optimizations"):
+        return DumpFile(path, module_id, rest[: -len(".before_optimizations")], "before_optimizations")
+    if rest.endswith(".priority_fusion_dump"):
+        return DumpFile(path, module_id, rest[: -len(".priority_fusion_dump")], "priority_fusion_dump")
+    m_pass = _PASS_RE.match(rest)
+    if m_pass is not None:
+        module, step, pipeline, after, before = m_pass.groups()
+        return DumpFile(path, module_id, module, "pass", int(step), pipeline, after, before)
+    m_after = _AFTER_OPT_RE.match(rest)
+    if m_after is not None:
+        module, device = m_after.groups()
+        if "." in module and device is None:
+            module, _, device = module.rpartition(".")
+        return DumpFile(path, module_id, module, "after_optimizations", device=device or None)
+    return None
+
+
+def scan(folder: str | os.PathLike) -> list[DumpFile]:
+    """Every HLO text file of a dump folder, ordered by module and step."""
+    root = Path(folder)
+    files = [f for f in (classify(p) for p in root.iterdir() if p.is_file()) if f is not None]
+    order = {"before_optimizations": 0, "pass": 1, "after_optimizations": 2, "priority_fusion_dump": 3}
+    return sorted(files, key=lambda f: (f.module_id, f.module, order[f.stage], f.step or 0))
+
+
+def modules(files: list[DumpFile]) -> list[str]:
+    seen: list[str] = []
+    for f in files:
+        if f.key not in seen:
+            seen.append(f.key)
+    return seen
+
+
+def choose_module(files: list[DumpFile], module: str | None, folder: str) -> list[DumpFile]:
+    """The files of one module: the one named (by `jit_f`, `module_0001` or the full key), or
+    the only module, or the one with the most instructions' worth of text."""
+    keys = modules(files)
+    if not keys:
+        raise InputError(f"{folder}: no HLO text files from --xla_dump_to found here")
+    if module is not None:
+        matches = [k for k in keys if module in (k, k.split(".", 1)[1], k.split(".", 1)[0])]
+        if not matches:
+            raise InputError(f"{folder}: no module {module!r}; modules here: {', '.join(keys)}")
+        key = matches[0]
+    elif len(keys) == 1:
+        key = keys[0]
+    else:
+        def size(k):
+            return max(f.path.stat().st_size for f in files if f.key == k)
+        key = max(keys, key=size)
+    return [f for f in files if f.key == key]
+
+
+STAGES = ("before_optimizations", "before_fusion", "after_fusion", "after_optimizations", "last")
+
+
+def choose_stage(files: list[DumpFile], stage: str | None, pipeline: str | None = None) -> DumpFile:
+    """One file of a module by stage name (see STAGES), step number or pass name (`after_P`)."""
+    hlo = [f for f in files if f.stage != "priority_fusion_dump"]
+    if not hlo:
+        raise InputError("this module has no HLO text files")
+    passes = [f for f in hlo if f.stage == "pass"]
+    by_stage = {f.stage: f for f in hlo if f.stage != "pass"}
+    if stage is None or stage == "last":
+        if stage is None and "after_optimizations" in by_stage:
+            return by_stage["after_optimizations"]
+        return passes[-1] if passes else hlo[-1]
+    if stage in ("before_optimizations", "after_optimizations"):
+        if stage not in by_stage:
+            raise InputError(f"this dump has no {stage} file; stages here: {describe(files)}")
+        return by_stage[stage]
+    if stage in ("before_fusion", "after_fusion"):
+        found = fusion_snapshot(files, stage, pipeline)
+        if found is None:
+            raise InputError(f"this dump has no snapshot {stage.replace('_', ' ')} passes; dump with "
+                             f"--xla_dump_hlo_pass_re to get one (stages here: {describe(files)})")
+        return found
+    if stage.isdigit():
+        for f in passes:
+            if f.step == int(stage):
+                return f
+    for f in reversed(passes):
+        if stage in (f"after_{f.after_pass}", f.after_pass):
+            return f
+    raise InputError(f"no stage {stage!r}; stages here: {describe(files)}")
+
+
+def fusion_snapshot(files: list[DumpFile], which: str, pipeline: str | None = None) -> DumpFile | None:
+    """The per-pass snapshot right before the first fusion pass, or right after the last one."""
+    passes = [f for f in files if f.stage == "pass"]
+    names = set()
+    for key, value in FUSION_PASSES.items():
+        if pipeline is None or key == pipeline:
+            names.update(value)
+    if which == "before_fusion":
+        for f in passes:
+            if f.before_pass in names and f.after_pass not in names:
+                return f
+        return None
+    after = [f for f in passes if f.after_pass in names]
+    return after[-1] if after else None
+
+
+def describe(files: list[DumpFile]) -> str:
+    return ", ".join(f.label for f in files if f.stage != "priority_fusion_dump")
+
+
+def priority_fusion_log(files: list[DumpFile]) -> DumpFile | None:
+    return next((f for f in files if f.stage == "priority_fusion_dump"), None)
+
+
+def read_input(path: str, module: str | None = None, stage: str | None = None,
+               pipeline: str | None = None) -> tuple[str, str]:
+    """(text, display name) of a file, a dump folder (module/stage chosen), or "-" for stdin."""
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    p = Path(path)
+    if p.is_dir():
+        chosen = choose_stage(choose_module(scan(p), module, path), stage, pipeline)
+        return _read(chosen.path), str(chosen.path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file or folder")
+    return _read(p), path
+
+
+def _read(path: Path) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+            return fh.read()
+    except OSError as err:
+        raise InputError(f"{path}: {err.strerror}") from None
