@@ -1,0 +1,755 @@
+"""A mutable HLO graph for the fusion passes — the counterpart of XLA's HloInstruction and
+HloComputation — built from an `ir.Module` and turned back into one.
+
+Passes replay XLA's mutations here: creating a fusion from a consumer, fusing a producer into
+it (duplicating it when it keeps other users), merging a fusion into another, multi-output
+fusion.  These primitives follow XLA's HloFusionInstruction code closely, because the order of
+instructions, operands and parameters decides what later passes see: XLA's traversals depend
+on instruction-list order and post order, and so do ours (docs/xla/legacy-gpu-pipeline.md §2.3,
+§2.6 and §2.10 describe the behaviour reproduced here).
+
+Every node remembers which instructions of the input module it stands for (`origin`), so a
+fused kernel can always be named by the user's instructions.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Iterator
+
+from . import ir
+
+# ------------------------------------------------------------------------------------------
+# Names (XLA's NameUniquer: separator '.', numeric suffixes)
+# ------------------------------------------------------------------------------------------
+
+_SUFFIX_RE = re.compile(r"^(.*)\.(\d+)$")
+
+
+class NameUniquer:
+    """Hands out unique names the way XLA's NameUniquer does: `root` or `root.N` is kept when
+    free, otherwise the next unused number of that root is appended."""
+
+    def __init__(self) -> None:
+        self._used: dict[str, set[int]] = {}
+        self._next: dict[str, int] = {}
+
+    def _split(self, name: str) -> tuple[str, int | None]:
+        m = _SUFFIX_RE.match(name)
+        if m:
+            return m.group(1), int(m.group(2))
+        return name, None
+
+    def reserve(self, name: str) -> None:
+        root, n = self._split(name)
+        self._used.setdefault(root, set()).add(n if n is not None else 0)
+
+    def get(self, requested: str) -> str:
+        root, n = self._split(_sanitize(requested))
+        used = self._used.setdefault(root, set())
+        want = n if n is not None else 0
+        if want not in used:
+            used.add(want)
+            return root if (n is None and want == 0) else f"{root}.{want}"
+        k = max(self._next.get(root, 1), 1)
+        while k in used:
+            k += 1
+        used.add(k)
+        self._next[root] = k + 1
+        return f"{root}.{k}"
+
+
+def _sanitize(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "_"
+
+
+# ------------------------------------------------------------------------------------------
+# Nodes and graphs
+# ------------------------------------------------------------------------------------------
+
+
+class Node:
+    """One instruction of a Graph.  Mutable; `users` holds each user once, in the order the
+    uses were made (as XLA keeps them)."""
+
+    __slots__ = ("name", "opcode", "shape", "operands", "users", "attrs", "literal", "called",
+                 "fused", "graph", "origin", "span", "uid")
+
+    def __init__(self, name: str, opcode: str, shape: ir.Shape, *, attrs=(), literal=None, called=(),
+                 origin: tuple[str, ...] = (), span=None):
+        self.name = name
+        self.opcode = opcode
+        self.shape = shape
+        self.operands: list[Node] = []
+        self.users: list[Node] = []
+        self.attrs: list[tuple[str, str]] = list(attrs)
+        self.literal = literal
+        self.called: list[str] = list(called)
+        self.fused: Graph | None = None
+        self.graph: Graph | None = None
+        self.origin: tuple[str, ...] = origin
+        self.span = span
+        self.uid = 0
+
+    # -- attributes -----------------------------------------------------------------------
+    def attr(self, key: str, default: str | None = None) -> str | None:
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+    def set_attr(self, key: str, value: str) -> None:
+        for i, (k, _) in enumerate(self.attrs):
+            if k == key:
+                self.attrs[i] = (key, value)
+                return
+        self.attrs.append((key, value))
+
+    @property
+    def is_fusion(self) -> bool:
+        return self.opcode == "fusion"
+
+    @property
+    def fusion_kind(self) -> str | None:
+        return self.attr("kind") if self.opcode == "fusion" else None
+
+    @fusion_kind.setter
+    def fusion_kind(self, kind: str) -> None:
+        self.set_attr("kind", kind)
+
+    @property
+    def is_multi_output_fusion(self) -> bool:
+        return self.is_fusion and self.fused is not None and self.fused.root.opcode == "tuple"
+
+    @property
+    def parameter_number(self) -> int:
+        return int(self.literal)
+
+    @property
+    def is_root(self) -> bool:
+        return self.graph is not None and self.graph.root is self
+
+    def fused_parameter(self, i: int) -> "Node":
+        return self.fused.parameters[i]
+
+    def fused_nodes(self) -> list["Node"]:
+        """The instructions inside a fusion, in post order (parameters included)."""
+        return self.fused.post_order() if self.fused is not None else []
+
+    def members(self) -> tuple[str, ...]:
+        """Input-module instructions this node stands for (a fusion: everything inside)."""
+        if self.fused is None:
+            return self.origin
+        out: list[str] = []
+        for node in self.fused.nodes():
+            if node.opcode != "parameter":
+                for name in node.members():
+                    if name not in out:
+                        out.append(name)
+        return tuple(out)
+
+    def operand_index(self, operand: "Node") -> int:
+        for i, op in enumerate(self.operands):
+            if op is operand:
+                return i
+        raise ValueError(f"{operand.name} is not an operand of {self.name}")
+
+    def user_count(self) -> int:
+        return len(self.users)
+
+    def __repr__(self) -> str:
+        return f"<{self.opcode} {self.name}>"
+
+
+class Graph:
+    """A computation.  Keeps XLA's instruction-list order: nodes in the order they were added
+    (text order for parsed HLO; new instructions appended)."""
+
+    def __init__(self, program: "Program", name: str, *, is_entry: bool = False, attrs=()):
+        self.program = program
+        self.name = name
+        self.is_entry = is_entry
+        self.attrs = list(attrs)
+        self._nodes: dict[int, Node] = {}
+        self._by_name: dict[str, Node] = {}
+        self.root: Node | None = None
+        self.parameters: list[Node] = []
+        self.fusion_owner: Node | None = None  # the fusion instruction whose body this is
+
+    # -- access ---------------------------------------------------------------------------
+    def nodes(self) -> list[Node]:
+        return list(self._nodes.values())
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(list(self._nodes.values()))
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __contains__(self, node: Node) -> bool:
+        return node.uid in self._nodes and self._nodes[node.uid] is node
+
+    def get(self, name: str) -> Node | None:
+        return self._by_name.get(name)
+
+    def __getitem__(self, name: str) -> Node:
+        return self._by_name[name]
+
+    @property
+    def is_fusion_body(self) -> bool:
+        return self.fusion_owner is not None
+
+    # -- editing --------------------------------------------------------------------------
+    def add(self, node: Node, *, unique_name: bool = True) -> Node:
+        if unique_name:
+            node.name = self.program.instruction_names.get(node.name)
+        else:
+            self.program.instruction_names.reserve(node.name)
+        node.graph = self
+        node.uid = self.program.next_uid()
+        self._nodes[node.uid] = node
+        self._by_name[node.name] = node
+        if node.opcode == "parameter":
+            self.parameters.append(node)
+            self.parameters.sort(key=lambda p: p.parameter_number)
+        return node
+
+    def remove(self, node: Node) -> None:
+        """Delete a node that has no users left; it stops being a user of its operands."""
+        assert not node.users, f"{node.name} still has users"
+        for op in set(node.operands):
+            op.users = [u for u in op.users if u is not node]
+        node.operands = []
+        self._nodes.pop(node.uid, None)
+        if self._by_name.get(node.name) is node:
+            del self._by_name[node.name]
+        if node.opcode == "parameter":
+            self.parameters = [p for p in self.parameters if p is not node]
+
+    def rename(self, node: Node, new_name: str) -> None:
+        if self._by_name.get(node.name) is node:
+            del self._by_name[node.name]
+        node.name = new_name
+        self._by_name[new_name] = node
+
+    def set_root(self, node: Node) -> None:
+        self.root = node
+
+    def replace_all_uses(self, old: Node, new: Node) -> None:
+        """Every use of `old` (and the root, if it was `old`) becomes a use of `new`."""
+        for user in list(old.users):
+            replace_operand(user, old, new)
+        if self.root is old:
+            self.root = new
+
+    def replace_instruction(self, old: Node, new: Node) -> None:
+        """XLA's ReplaceInstruction: redirect all uses, then delete `old`."""
+        self.replace_all_uses(old, new)
+        self.remove(old)
+
+    # -- order ----------------------------------------------------------------------------
+    def post_order(self) -> list[Node]:
+        """XLA's MakeInstructionPostOrder: from each user-less instruction in list order, an
+        iterative DFS visiting control predecessors (reversed) and operands (in order)."""
+        order: list[Node] = []
+        state: dict[int, int] = {}  # 1 visiting, 2 visited
+        for start in list(self._nodes.values()):
+            if start.users:
+                continue
+            stack = [start]
+            while stack:
+                current = stack[-1]
+                st = state.get(current.uid)
+                if st is not None:
+                    stack.pop()
+                    if st != 2:
+                        state[current.uid] = 2
+                        order.append(current)
+                    continue
+                state[current.uid] = 1
+                for op in reversed(current.operands):
+                    if op.uid not in state:
+                        stack.append(op)
+                for pred in self.control_predecessors(current):
+                    if pred.uid not in state:
+                        stack.append(pred)
+        if len(order) != len(self._nodes):  # cycles cannot happen; be safe about strays
+            seen = {n.uid for n in order}
+            order.extend(n for n in self._nodes.values() if n.uid not in seen)
+        return order
+
+    def control_predecessors(self, node: Node) -> list[Node]:
+        text = node.attr("control-predecessors")
+        if not text:
+            return []
+        return [self._by_name[n] for n in ir._names_in(text) if n in self._by_name]
+
+    def reachable_from(self, start: Node) -> set[int]:
+        """uids of every node reachable from `start` through users (start included)."""
+        seen = {start.uid}
+        stack = [start]
+        while stack:
+            node = stack.pop()
+            for user in node.users:
+                if user.uid not in seen:
+                    seen.add(user.uid)
+                    stack.append(user)
+        return seen
+
+    def __repr__(self) -> str:
+        return f"<Graph {self.name}: {len(self._nodes)} nodes>"
+
+
+def add_operand(node: Node, operand: Node) -> None:
+    node.operands.append(operand)
+    if node not in operand.users:
+        operand.users.append(node)
+
+
+def replace_operand(node: Node, old: Node, new: Node) -> None:
+    """Every use of `old` as an operand of `node` becomes `new`."""
+    changed = False
+    for i, op in enumerate(node.operands):
+        if op is old:
+            node.operands[i] = new
+            changed = True
+    if changed:
+        old.users = [u for u in old.users if u is not node]
+        if not any(u is node for u in new.users):
+            new.users.append(node)
+
+
+def set_operand(node: Node, index: int, new: Node) -> None:
+    old = node.operands[index]
+    node.operands[index] = new
+    if not any(op is old for op in node.operands):
+        old.users = [u for u in old.users if u is not node]
+    if not any(u is node for u in new.users):
+        new.users.append(node)
+
+
+def remove_operand_at(node: Node, index: int) -> None:
+    old = node.operands.pop(index)
+    if not any(op is old for op in node.operands):
+        old.users = [u for u in old.users if u is not node]
+
+
+# ------------------------------------------------------------------------------------------
+# The program: all graphs of a module
+# ------------------------------------------------------------------------------------------
+
+
+class Program:
+    """A module being rewritten: its graphs (computations), entry, and name tables."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.graphs: dict[str, Graph] = {}
+        self.entry: Graph | None = None
+        self.attrs: list[tuple[str, str]] = []
+        self.instruction_names = NameUniquer()
+        self.computation_names = NameUniquer()
+        self._uid = 0
+        self.stack_frames = ir.StackFrameIndex()
+        self.style = None
+        self.source: ir.Module | None = None
+
+    def next_uid(self) -> int:
+        self._uid += 1
+        return self._uid
+
+    def add_graph(self, graph: Graph, *, unique_name: bool = True) -> Graph:
+        if unique_name:
+            graph.name = self.computation_names.get(graph.name)
+        else:
+            self.computation_names.reserve(graph.name)
+        self.graphs[graph.name] = graph
+        return graph
+
+    def remove_graph(self, graph: Graph) -> None:
+        self.graphs.pop(graph.name, None)
+
+    def new_graph(self, name: str) -> Graph:
+        return self.add_graph(Graph(self, name))
+
+    def graph_order(self) -> list[Graph]:
+        """Callees before callers (XLA's MakeComputationPostOrder), from the entry."""
+        order: list[Graph] = []
+        seen: set[str] = set()
+
+        def callees(g: Graph) -> list[Graph]:
+            out = []
+            for node in g.post_order():
+                if node.fused is not None:
+                    out.append(node.fused)
+                for c in node.called:
+                    if c in self.graphs:
+                        out.append(self.graphs[c])
+            return out
+
+        for start in list(self.graphs.values()):
+            if start.name in seen:
+                continue
+            stack = [(start, iter(callees(start)))]
+            seen.add(start.name)
+            while stack:
+                g, it = stack[-1]
+                for child in it:
+                    if child.name not in seen:
+                        seen.add(child.name)
+                        stack.append((child, iter(callees(child))))
+                        break
+                else:
+                    stack.pop()
+                    order.append(g)
+        return order
+
+    def non_fusion_graphs(self) -> list[Graph]:
+        return [g for g in self.graph_order() if not g.is_fusion_body]
+
+    def callers(self) -> dict[str, list[Node]]:
+        """Graph name → nodes that call it (through `called`; fusion bodies through `fused`)."""
+        out: dict[str, list[Node]] = {name: [] for name in self.graphs}
+        for g in self.graphs.values():
+            for node in g:
+                for c in node.called:
+                    out.setdefault(c, []).append(node)
+                if node.fused is not None:
+                    out.setdefault(node.fused.name, []).append(node)
+        return out
+
+    # -- conversion -----------------------------------------------------------------------
+    @classmethod
+    def from_module(cls, module: ir.Module) -> "Program":
+        """A graph per computation; fusion instructions get their fused computation as `fused`."""
+        prog = cls(module.name)
+        prog.attrs = list(module.attrs)
+        prog.stack_frames = module.stack_frames
+        prog.style = module.style
+        prog.source = module
+        fusion_bodies = {}
+        for comp in module.computations:
+            for instr in comp.instructions:
+                if instr.opcode == "fusion" and instr.fused_computation:
+                    fusion_bodies[instr.fused_computation] = (comp.name, instr.name)
+        for comp in module.computations:
+            prog.computation_names.reserve(comp.name)
+            for instr in comp.instructions:
+                prog.instruction_names.reserve(instr.name)
+        for comp in module.computations:
+            g = Graph(prog, comp.name, is_entry=comp.name == module.entry_name, attrs=comp.attrs)
+            prog.add_graph(g, unique_name=False)
+            nodes: dict[str, Node] = {}
+            in_fusion = comp.name in fusion_bodies
+            for instr in comp.instructions:
+                called = [c for c in instr.called if not (instr.opcode == "fusion" and c == instr.fused_computation)]
+                node = Node(instr.name, instr.opcode, instr.shape, attrs=instr.attrs, literal=instr.literal,
+                            called=called, origin=() if in_fusion and instr.opcode == "parameter" else (instr.name,),
+                            span=instr.span)
+                g.add(node, unique_name=False)
+                nodes[instr.name] = node
+            for instr in comp.instructions:
+                node = nodes[instr.name]
+                for op in instr.operands:
+                    add_operand(node, nodes[op])
+            g.root = nodes[comp.root_name]
+            if comp.name == module.entry_name:
+                prog.entry = g
+        for body, (comp_name, instr_name) in fusion_bodies.items():
+            if body in prog.graphs:
+                owner = prog.graphs[comp_name][instr_name]
+                owner.fused = prog.graphs[body]
+                owner.fused.fusion_owner = owner
+        # Nodes inside fused bodies stand for the input module's instructions of the same name.
+        return prog
+
+    def to_module(self) -> ir.Module:
+        """The program as an ir.Module: fused computations printed before their users, as XLA
+        prints them (callees before callers), instructions in post order."""
+        comps: list[ir.Computation] = []
+        for g in self.graph_order():
+            instrs = []
+            for node in g.post_order():
+                attrs = list(node.attrs)
+                called = list(node.called)
+                if node.fused is not None:
+                    attrs = [(k, v) for k, v in attrs if k != "calls"]
+                    kind_at = next((i for i, (k, _) in enumerate(attrs) if k == "kind"), None)
+                    entry = ("calls", node.fused.name)
+                    if kind_at is None:
+                        attrs.insert(0, entry)
+                    else:
+                        attrs.insert(kind_at + 1, entry)
+                    called = [node.fused.name] + [c for c in called if c != node.fused.name]
+                instrs.append(ir.Instruction(
+                    name=node.name, opcode=node.opcode, shape=node.shape,
+                    operands=tuple(op.name for op in node.operands), attrs=tuple(attrs),
+                    literal=node.literal, called=tuple(called), span=node.span,
+                ))
+            comps.append(ir.Computation(g.name, tuple(instrs), g.root.name, g is self.entry, tuple(g.attrs)))
+        return ir.Module(self.name, tuple(comps), self.entry.name, tuple(self.attrs), self.stack_frames,
+                         style=self.style)
+
+
+# ------------------------------------------------------------------------------------------
+# Fusion primitives (XLA's HloFusionInstruction::FuseInstruction and friends)
+# ------------------------------------------------------------------------------------------
+
+
+def clone_node(node: Node, graph: Graph, name: str | None = None) -> Node:
+    """A copy of `node` (no operands yet) added to `graph` under a uniquified name."""
+    copy = Node(name or node.name, node.opcode, node.shape, attrs=node.attrs, literal=node.literal,
+                called=node.called, origin=node.origin, span=node.span)
+    if node.fused is not None:
+        copy.fused = clone_graph(node.fused, graph.program)
+        copy.fused.fusion_owner = copy
+    return graph.add(copy)
+
+
+def clone_graph(graph: Graph, program: Program, suffix: str = "clone") -> Graph:
+    """A deep copy of a computation (for duplicating fusions), named `<name>.clone`."""
+    new = program.add_graph(Graph(program, f"{graph.name}.{suffix}" if suffix else graph.name))
+    mapping: dict[int, Node] = {}
+    for node in graph.nodes():
+        copy = clone_node(node, new)
+        mapping[node.uid] = copy
+    for node in graph.nodes():
+        for op in node.operands:
+            add_operand(mapping[node.uid], mapping[op.uid])
+    new.root = mapping[graph.root.uid]
+    return new
+
+
+def create_fusion(consumer: Node, kind: str, name: str = "fusion",
+                  computation_name: str = "fused_computation") -> Node:
+    """Wrap `consumer` in a new fusion instruction (XLA's CreateFusion + ReplaceInstruction):
+    the fused computation holds a clone of the consumer as root, one parameter per distinct
+    operand (`param_<k>`), and the fusion replaces the consumer in its graph."""
+    graph = consumer.graph
+    program = graph.program
+    body = program.add_graph(Graph(program, computation_name))
+    fusion = Node(name, "fusion", consumer.shape, attrs=[("kind", kind)] + _carried_attrs(consumer),
+                  origin=(), span=consumer.span)
+    graph.add(fusion)
+    fusion.fused = body
+    body.fusion_owner = fusion
+    root = clone_node(consumer, body)
+    for op in consumer.operands:
+        if any(existing is op for existing in fusion.operands):
+            param = fusion.fused_parameter(fusion.operand_index(op))
+        else:
+            param = _new_parameter(fusion, op)
+        add_operand(root, param)
+    body.root = root
+    graph.replace_instruction(consumer, fusion)
+    return fusion
+
+
+def _carried_attrs(consumer: Node) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in consumer.attrs if k in ("metadata", "frontend_attributes")]
+
+
+def _new_parameter(fusion: Node, operand: Node) -> Node:
+    """Append `operand` to the fusion's operands with a new fused parameter for it."""
+    number = len(fusion.fused.parameters)
+    param = Node(f"param_{number}", "parameter", operand.shape, literal=str(number))
+    fusion.fused.add(param)
+    add_operand(fusion, operand)
+    return param
+
+
+def _remove_parameter(fusion: Node, index: int) -> None:
+    """Remove fused parameter `index` (it must be unused) and fusion operand `index`; later
+    parameters are renumbered and renamed `param_<n>` (XLA re-creates them)."""
+    body = fusion.fused
+    param = body.parameters[index]
+    body.remove(param)
+    remove_operand_at(fusion, index)
+    for p in list(body.parameters):
+        number = p.parameter_number
+        if number > index:
+            fresh = Node(f"param_{number - 1}", "parameter", p.shape, literal=str(number - 1))
+            body.add(fresh)
+            body.replace_instruction(p, fresh)
+    body.parameters.sort(key=lambda p: p.parameter_number)
+
+
+def fuse_instruction(fusion: Node, producer: Node) -> Node:
+    """Fuse `producer` (an operand of `fusion`) into it; returns the clone inside.  The producer
+    stays outside when it has other users (duplication); the caller deletes it otherwise.
+    A fusion producer is merged (its body is inlined)."""
+    if producer.opcode == "fusion":
+        return merge_fusion(fusion, producer)
+    body = fusion.fused
+    clone = clone_node(producer, body)
+    index = fusion.operand_index(producer)
+    param = body.parameters[index]
+    body.replace_all_uses(param, clone)
+    _remove_parameter(fusion, index)
+    for op in producer.operands:
+        existing = next((i for i, o in enumerate(fusion.operands) if o is op), None)
+        if existing is not None:
+            add_operand(clone, body.parameters[existing])
+        else:
+            add_operand(clone, _new_parameter(fusion, op))
+    return clone
+
+
+def merge_fusion(consumer: Node, producer: Node) -> Node:
+    """Inline fusion `producer` into fusion `consumer` (XLA's MergeFusionInstruction): the
+    producer's body instructions are fused one by one, root first."""
+    graph = consumer.graph
+    temps = _unfuse_into(producer, graph)
+    # The producer's outside uses by the consumer now go to the unfused root.
+    root_temp = temps[-1]
+    index = consumer.operand_index(producer)
+    set_operand(consumer, index, root_temp)
+    _dedupe_operands(consumer)
+    last = None
+    for temp in reversed(temps):
+        if any(op is temp for op in consumer.operands):
+            last = fuse_instruction(consumer, temp)
+    for temp in reversed(temps):
+        if not temp.users and temp in graph:
+            graph.remove(temp)
+    return last
+
+
+def _unfuse_into(fusion: Node, graph: Graph) -> list[Node]:
+    """Copies of a fusion's body instructions (parameters replaced by the fusion's operands),
+    added to `graph` in post order; used to merge the fusion elsewhere."""
+    mapping: dict[int, Node] = {}
+    temps: list[Node] = []
+    for node in fusion.fused.post_order():
+        if node.opcode == "parameter":
+            mapping[node.uid] = fusion.operands[node.parameter_number]
+            continue
+        copy = clone_node(node, graph)
+        for op in node.operands:
+            add_operand(copy, mapping[op.uid])
+        mapping[node.uid] = copy
+        temps.append(copy)
+    return temps
+
+
+def _dedupe_operands(fusion: Node) -> None:
+    """A fusion binds each distinct operand to one parameter: merge duplicates."""
+    i = 0
+    while i < len(fusion.operands):
+        op = fusion.operands[i]
+        first = next(j for j, o in enumerate(fusion.operands) if o is op)
+        if first != i:
+            fusion.fused.replace_all_uses(fusion.fused.parameters[i], fusion.fused.parameters[first])
+            _remove_parameter(fusion, i)
+            continue
+        i += 1
+
+
+def fuse_into_multi_output(fusion: Node, producer: Node) -> Node:
+    """Fuse `producer` into `fusion` as an extra output (XLA's FuseInstructionIntoMultiOutput):
+    the fused root becomes a tuple (existing outputs first, then the producer's), the fusion's
+    shape a tuple, and every outside user reads its value through get-tuple-element."""
+    graph = fusion.graph
+    body = fusion.fused
+    was_tuple = body.root.opcode == "tuple"
+    if producer.opcode == "fusion":
+        outputs_before = list(body.root.operands) if was_tuple else [body.root]
+        inner = merge_fusion_outputs(fusion, producer)
+    else:
+        if any(op is producer for op in fusion.operands):
+            inner = fuse_instruction(fusion, producer)
+        else:
+            inner = clone_node(producer, body)
+            for op in producer.operands:
+                existing = next((i for i, o in enumerate(fusion.operands) if o is op), None)
+                add_operand(inner, body.parameters[existing] if existing is not None else _new_parameter(fusion, op))
+        outputs_before = list(body.root.operands) if was_tuple else [body.root]
+    new_outputs = inner if isinstance(inner, list) else [inner]
+    outputs = outputs_before + new_outputs
+    tuple_node = Node("tuple", "tuple", ir.tuple_shape([o.shape for o in outputs]))
+    body.add(tuple_node)
+    for o in outputs:
+        add_operand(tuple_node, o)
+    old_root = body.root
+    body.root = tuple_node
+    if was_tuple and not old_root.users:
+        body.remove(old_root)
+    old_users = [u for u in fusion.users]
+    fusion.shape = tuple_node.shape
+    if not was_tuple:
+        gte = make_gte(fusion, 0)
+        for user in old_users:
+            replace_operand(user, fusion, gte)
+        if graph.root is fusion:
+            graph.root = gte
+    base = len(outputs_before)
+    producers = [producer]
+    for k, _ in enumerate(new_outputs):
+        source = producers[0]
+        if producer.opcode == "fusion" and producer.shape.is_tuple:
+            for user in list(source.users):
+                if user.opcode == "get-tuple-element":
+                    idx = int(user.attr("index"))
+                    if idx == k:
+                        gte = make_gte(fusion, base + k)
+                        graph.replace_all_uses(user, gte)
+                        if not user.users:
+                            graph.remove(user)
+            continue
+        gte = make_gte(fusion, base + k)
+        graph.replace_all_uses(source, gte)
+    return fusion
+
+
+def merge_fusion_outputs(fusion: Node, producer: Node) -> list[Node]:
+    """Inline fusion `producer` into `fusion` keeping its outputs; returns the nodes inside
+    `fusion` that compute the producer's outputs."""
+    graph = fusion.graph
+    temps = _unfuse_into(producer, graph)
+    root_temp = temps[-1]
+    outputs = list(root_temp.operands) if root_temp.opcode == "tuple" else [root_temp]
+    if root_temp.opcode == "tuple":
+        # the tuple itself is not fused; its operands become the outputs
+        temps = temps[:-1]
+        graph.remove(root_temp)
+    if any(op is producer for op in fusion.operands):
+        idx = fusion.operand_index(producer)
+        if producer.shape.is_tuple:
+            raise NotImplementedError("consumer reads a multi-output producer directly")
+        set_operand(fusion, idx, outputs[0])
+    inner: dict[int, Node] = {}
+    for temp in reversed(temps):
+        if any(op is temp for op in fusion.operands):
+            inner[temp.uid] = fuse_instruction(fusion, temp)
+        else:
+            clone = clone_node(temp, fusion.fused)
+            for op in temp.operands:
+                if op.uid in inner:
+                    add_operand(clone, inner[op.uid])
+                else:
+                    existing = next((i for i, o in enumerate(fusion.operands) if o is op), None)
+                    add_operand(clone, fusion.fused.parameters[existing] if existing is not None
+                                else _new_parameter(fusion, op))
+            inner[temp.uid] = clone
+    result = [inner[o.uid] for o in outputs if o.uid in inner]
+    for temp in reversed(temps):
+        if not temp.users and temp in graph:
+            graph.remove(temp)
+    return result
+
+
+def make_gte(tuple_node: Node, index: int) -> Node:
+    graph = tuple_node.graph
+    gte = Node("get-tuple-element", "get-tuple-element", tuple_node.shape.tuple_shapes[index],
+               attrs=[("index", str(index))])
+    graph.add(gte)
+    add_operand(gte, tuple_node)
+    return gte
+
+
+def walk(nodes: Iterable[Node]) -> Iterator[Node]:
+    """Nodes and, recursively, the nodes inside fusions."""
+    for node in nodes:
+        yield node
+        if node.fused is not None:
+            yield from walk(node.fused.nodes())

@@ -1,0 +1,182 @@
+"""Run a fusion pipeline over a module: the only place a FusionResult is built.
+
+Pipelines register themselves (hlofuse/passes/*): a pipeline is an ordered list of passes,
+each a function `run(program, ctx) -> bool` (changed) named after XLA's pass as it appears in
+dump file names.  `replay()` runs them over a `graph.Program` copy of the module and collects
+the decisions every pass recorded and the kernels of the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from . import ir
+from .decision import Decision, FusionResult, Kernel
+from .device import DeviceSpec, load_gpu
+from .errors import InputError
+from .graph import Graph, Node, Program
+
+PassFn = Callable[[Program, "Context"], bool]
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to replay: `backend` gpu|cpu, `pipeline` legacy|priority|cpu (None: the
+    backend's default), `passes` a subset by XLA's names (None: all), `gpu` a description name
+    or file, `relax` rule references (ids, names, tags, globs)."""
+
+    backend: str = "gpu"
+    pipeline: str | None = None
+    passes: tuple[str, ...] | None = None
+    gpu: str | None = None
+    relax: tuple[str, ...] = ()
+    #: XLA:CPU only: whether library (YNN) fusion ran before `fusion` (None: as the input shows).
+    library_fusion: bool | None = None
+
+
+DEFAULT_PIPELINE = {"gpu": "priority", "cpu": "cpu"}
+
+
+@dataclass
+class Context:
+    """Shared state of one replay: device, relaxed rules, the decisions passes record, and
+    per-pass caches (passes keep their own keys)."""
+
+    options: Options
+    backend: str
+    pipeline: str
+    device: DeviceSpec | None
+    relaxed: frozenset[str]
+    decisions: list[Decision] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    cache: dict = field(default_factory=dict)
+    pass_name: str = ""
+
+    def record(self, decision: Decision) -> None:
+        self.decisions.append(decision)
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    backend: str
+    name: str
+    passes: tuple[tuple[str, PassFn], ...]
+    description: str
+
+
+PIPELINES: dict[tuple[str, str], PipelineSpec] = {}
+
+
+def register_pipeline(backend: str, name: str, passes: Sequence[tuple[str, PassFn]], description: str) -> None:
+    PIPELINES[(backend, name)] = PipelineSpec(backend, name, tuple(passes), description)
+
+
+def _load_pipelines() -> None:
+    import importlib
+    import pkgutil
+
+    from . import passes
+
+    for info in pkgutil.iter_modules(passes.__path__):
+        importlib.import_module(f"{passes.__name__}.{info.name}")
+
+
+def get_pipeline(backend: str, name: str | None) -> PipelineSpec:
+    _load_pipelines()
+    name = name or DEFAULT_PIPELINE.get(backend, "")
+    spec = PIPELINES.get((backend, name))
+    if spec is None:
+        known = ", ".join(f"--backend {b} --pipeline {p}" for b, p in sorted(PIPELINES))
+        raise InputError(f"no fusion pipeline {name!r} for backend {backend!r}; available: {known or 'none yet'}")
+    return spec
+
+
+def make_context(options: Options) -> Context:
+    from .rules import resolve_relax
+
+    spec_name = options.pipeline or DEFAULT_PIPELINE.get(options.backend)
+    device = load_gpu(options.gpu) if options.backend == "gpu" else None
+    relaxed = resolve_relax(options.relax, spec_name) if options.relax else frozenset()
+    return Context(options, options.backend, spec_name, device, relaxed)
+
+
+def replay(module: ir.Module, options: Options = Options(), progress: Callable[[str], None] | None = None) -> FusionResult:
+    """Replay the fusion pipeline of `options` on `module` (XLA's module right before fusion)."""
+    spec = get_pipeline(options.backend, options.pipeline)
+    ctx = make_context(options)
+    ctx.pipeline = spec.name
+    names = [n for n, _ in spec.passes]
+    if options.passes is not None:
+        unknown = [p for p in options.passes if p not in names]
+        if unknown:
+            raise InputError(f"unknown pass {', '.join(unknown)} for the {spec.name} pipeline; its passes: "
+                             f"{', '.join(dict.fromkeys(names))}")
+    program = Program.from_module(module)
+    ran = []
+    for name, fn in spec.passes:
+        if options.passes is not None and name not in options.passes:
+            continue
+        ctx.pass_name = name
+        if progress is not None:
+            progress(name)
+        fn(program, ctx)
+        ran.append(name)
+    fused = program.to_module()
+    return FusionResult(
+        module=fused,
+        input=module,
+        backend=options.backend,
+        pipeline=spec.name,
+        passes=tuple(dict.fromkeys(ran)),
+        gpu=ctx.device.name if ctx.device else None,
+        relaxed=tuple(sorted(ctx.relaxed)),
+        kernels=tuple(kernels_of(program)),
+        decisions=tuple(ctx.decisions),
+        notes=tuple(ctx.notes),
+    )
+
+
+def kernels_of(program: Program) -> list[Kernel]:
+    """The kernels of a (fused) program: every kernel-launching node of every executed graph."""
+    from .kernels import CONTROL
+    from .opcodes import NON_KERNEL
+
+    out: list[Kernel] = []
+    for graph in executed_graphs(program):
+        for node in graph.post_order():
+            if node.opcode in NON_KERNEL or node.opcode in CONTROL:
+                continue
+            out.append(Kernel(node.name, kernel_kind(node), graph.name, node.members(),
+                              node.fused.root.name if node.fused is not None else node.name))
+    return out
+
+
+def kernel_kind(node: Node) -> str:
+    if node.opcode == "fusion":
+        return node.fusion_kind or "kLoop"
+    if node.opcode == "custom-call":
+        return "library"
+    return node.opcode
+
+
+def executed_graphs(program: Program) -> list[Graph]:
+    """Graphs whose instructions launch: the entry and what while/conditional/call/async run."""
+    from .kernels import CONTROL
+
+    out: list[Graph] = []
+    seen: set[str] = set()
+    stack = [program.entry]
+    while stack:
+        g = stack.pop()
+        if g.name in seen:
+            continue
+        seen.add(g.name)
+        out.append(g)
+        for node in g:
+            if node.opcode in CONTROL:
+                for callee in node.called:
+                    if callee in program.graphs:
+                        stack.append(program.graphs[callee])
+    order = {g.name: i for i, g in enumerate(program.graph_order())}
+    return sorted(out, key=lambda g: order.get(g.name, 0))
