@@ -73,7 +73,9 @@ BUILDS = {
         "extra_gpu": "rtx2080ti",
         "fusion_passes": LEGACY_FUSION_PASSES,
         "fusion_pipelines": ["fusion", "horizontal_fusion"],
-        "omit_after": ["fusion_merger"],
+        "omit_after": ["fusion_merger", "multi_output_fusion"],
+        # The paper's GPU keeps every per-pass snapshot; the H100 only the stage files.
+        "all_snapshots_gpu": "rtx2080ti",
         # The legacy pipeline (fusion, fusion, fusion_merger, multi_output_fusion, then the
         # horizontal fusions). Autotuning needs a real GPU; level 0 uses XLA's defaults.
         "options": {"xla_gpu_enable_priority_fusion": False, "xla_gpu_autotune_level": 0},
@@ -96,6 +98,9 @@ BUILDS = {
         "omit_after": [],
         # An empty list of YNNPACK fusion types: no library fusions on XLA:CPU.
         "options": {"xla_cpu_experimental_ynn_fusion_type": ""},
+        # A program whose files come out byte-identical to the cpu build's (no dot, no
+        # reduction YNNPACK would take) is a symbolic link to that folder, not a second copy.
+        "link_identical_to": "cpu",
     },
 }
 
@@ -188,13 +193,19 @@ def compile_one(build: str, gpu: str | None, program: str, dump_dir: str, pass_r
 # Parent: prune a dump directory to the kept stages
 # ---------------------------------------------------------------------------------------------
 
-# The snapshot written right after priority-fusion (current) or fusion_merger (legacy), before
-# cse and dce run, still holds every fused computation the pass built and then discarded
-# (several MB for the cart-pole loops; 90% unreachable). It is not kept: the next snapshot
-# (after_dce.before_multi_output_fusion) holds the same decisions, cleaned up.
+# The snapshot written right after priority-fusion (current) or fusion_merger and
+# multi_output_fusion (legacy), before cse and dce run, still holds the fused computations the
+# pass built and then discarded, and the duplicates cse removes (several MB for the cart-pole
+# loops). It is not kept: the next snapshot (after_dce.before_multi_output_fusion, or the
+# horizontal_fusion pipeline's first) holds the module the pass produced, cleaned up.
 OMIT_REASON = (
-    "not kept: holds the unreachable computations the pass left behind (several MB); "
-    "the next snapshot, after cse and dce, holds the module the pass produced, cleaned up"
+    "not kept: written before cse and dce, it holds what the pass left unreachable or "
+    "duplicated (several MB for the cart-pole loops); the next kept snapshot holds the "
+    "module the pass produced, after cse and dce"
+)
+LEAN_REASON = (
+    "not kept: intermediate snapshot on the era's second GPU; the per-pass snapshots are "
+    "kept for the paper's GPU (rtx2080ti) of this era"
 )
 
 SNAPSHOT_RE = re.compile(
@@ -203,7 +214,7 @@ SNAPSHOT_RE = re.compile(
 )
 
 
-def select_files(dump_dir: Path, module_name: str, build: str) -> dict:
+def select_files(dump_dir: Path, module_name: str, build: str, lean: bool = False) -> dict:
     """Choose the files to keep from one program's dump directory. Deterministic.
 
     Kept: before_optimizations, the per-pass snapshots of the build's fusion pipelines,
@@ -263,6 +274,13 @@ def select_files(dump_dir: Path, module_name: str, build: str) -> dict:
     for e in snapshots:  # the snapshot written right after the last fusion pass that ran
         if e["after_pass"] in passes and "omitted" not in e:
             after_fusion = held(e)
+    stages = {before_fusion, after_fusion}
+    if lean:  # stage files only: drop the intermediate snapshots
+        for e in snapshots:
+            if "omitted" in e or e.get("same_as", e["file"]) in stages:
+                continue
+            e.pop("same_as", None)
+            e["omitted"] = LEAN_REASON
     return {
         "module": mods[0] + "." + module_name,
         "before_optimizations": before,
@@ -315,14 +333,23 @@ def run_build(build: str, out_root: Path, only: list[str] | None, gpus: list[str
                     failures.append((folder, name, tail.splitlines()[-1] if tail else "?"))
                     continue
                 info = json.loads(res.stdout.strip().splitlines()[-1])
-                sel = select_files(Path(tmp), "jit_" + name, build)
+                lean = cfg.get("all_snapshots_gpu") not in (None, gpu)
+                sel = select_files(Path(tmp), "jit_" + name, build, lean)
                 dest = out_root / folder / name
-                if dest.exists():
+                if dest.is_symlink():
+                    dest.unlink()
+                elif dest.exists():
                     shutil.rmtree(dest)
                 dest.mkdir(parents=True)
                 keep = sel["keep"]
                 for n in keep:
                     shutil.copyfile(Path(tmp) / n, dest / n)
+            same_as = None
+            twin = cfg.get("link_identical_to")
+            if twin and _same_tree(dest, out_root / twin / name):
+                shutil.rmtree(dest)
+                os.symlink(os.path.join("..", twin, name), dest)
+                same_as = f"{twin}/{name}"
             opts = {k: v for k, v in info["options"].items() if k != "xla_dump_to"}
             entries[(folder, name)] = {
                 "folder": folder,
@@ -337,12 +364,14 @@ def run_build(build: str, out_root: Path, only: list[str] | None, gpus: list[str
                 "compiler_options": opts,
                 "api": info["api"],
                 "module": sel["module"],
+                "same_as": same_as,
                 "files": {k: sel[k] for k in ("before_optimizations", "before_fusion",
                                               "after_fusion", "after_optimizations",
                                               "priority_fusion_dump")},
                 "snapshots": sel["snapshots"],
             }
-            print(f"[{folder}] {name}: kept {len(keep)} files ({time.time() - t0:.1f}s)", flush=True)
+            how = f"link to {same_as}" if same_as else f"kept {len(keep)} files"
+            print(f"[{folder}] {name}: {how} ({time.time() - t0:.1f}s)", flush=True)
     manifest["programs"] = [entries[k] for k in sorted(entries)]
     manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     if failures:
@@ -350,6 +379,15 @@ def run_build(build: str, out_root: Path, only: list[str] | None, gpus: list[str
         for f in failures:
             print("  ", *f)
     return failures
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    """Both folders hold the same file names with the same bytes."""
+    if not b.is_dir() or b.is_symlink():
+        return False
+    names = sorted(os.listdir(a))
+    return names == sorted(os.listdir(b)) and all(
+        (a / n).read_bytes() == (b / n).read_bytes() for n in names)
 
 
 def _prog_meta(name):

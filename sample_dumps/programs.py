@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 F32 = jnp.float32
 I32 = jnp.int32
@@ -72,20 +73,33 @@ def cartpole_done(x, theta):
     return (jnp.abs(x) > X_THRESHOLD) | (jnp.abs(theta) > THETA_THRESHOLD_RADIANS)
 
 
+# The done test of the packed-state variant with the vectorised done test: one limit per
+# state column (x and theta are bounded, the velocities are not).
+STATE_LIMITS = np.array([X_THRESHOLD, np.inf, THETA_THRESHOLD_RADIANS, np.inf], np.float32)
+
+
 def _pack(x, x_dot, theta, theta_dot):
-    """The paper's convenience: the four state values packed into one (envs, 4) array."""
-    return jnp.stack([x, x_dot, theta, theta_dot], axis=1)
+    """Fig. 2's convenience: the new state as one array, np.array([...]) then transposed."""
+    return jnp.array([x, x_dot, theta, theta_dot]).T  # (envs, 4), a concatenate in HLO
 
 
 def _step_packed(state, action, reset_state):
-    """Fig. 2's `step` on a packed (envs, 4) state: dynamics, repack, unpack, reset if done."""
+    """Fig. 2's `step` on the packed (envs, 4) state: unpack, dynamics, repack, unpack again
+    for the done test, reset the finished environments."""
     x, x_dot, theta, theta_dot = state.T
     state = _pack(*cartpole_dynamics(x, x_dot, theta, theta_dot, action))
     x, x_dot, theta, theta_dot = state.T
     done = cartpole_done(x, theta)
-    state = jnp.where(done[:, None], reset_state, state)
-    reward = jnp.ones(done.shape, F32)
-    return state, reward
+    return jnp.where(done[:, None], reset_state, state)
+
+
+def _step_packed_vector_done(state, action, reset_state):
+    """As `_step_packed`, but the done test reads the packed array itself (one comparison per
+    column, then any): the concatenate then has two users, the test and the reset."""
+    x, x_dot, theta, theta_dot = state.T
+    state = _pack(*cartpole_dynamics(x, x_dot, theta, theta_dot, action))
+    done = jnp.any(jnp.abs(state) > STATE_LIMITS, axis=1)
+    return jnp.where(done[:, None], reset_state, state)
 
 
 def _random_actions(key, shape):
@@ -101,17 +115,15 @@ def cartpole_a_rng(state, key):
     uniforms per step gives the actions (column 0) and the reset states (columns 1-4)."""
 
     def body(carry, _):
-        state, key, total = carry
+        state, key = carry
         key, k_step = jax.random.split(key)
         u = jax.random.uniform(k_step, (N_ENVS, 5), F32)
         action = (u[:, 0] < 0.5).astype(I32)
         reset_state = RESET_LOW + (RESET_HIGH - RESET_LOW) * u[:, 1:]
-        state, reward = _step_packed(state, action, reset_state)
-        return (state, key, total + reward), None
+        return (_step_packed(state, action, reset_state), key), None
 
-    total = jnp.zeros((N_ENVS,), F32)
-    (state, key, total), _ = jax.lax.scan(body, (state, key, total), None, length=N_STEPS)
-    return state, total
+    (state, key), _ = jax.lax.scan(body, (state, key), None, length=N_STEPS)
+    return state
 
 
 def random_pool(key):
@@ -127,20 +139,28 @@ def cartpole_b_concat(state, actions, reset_states):
     """(b) The paper's baseline: the precomputed pool indexed per step by the scan; the state
     is still packed into one (envs, 4) array every step."""
 
-    def body(carry, pool):
-        state, total = carry
+    def body(state, pool):
         action, reset_state = pool
-        state, reward = _step_packed(state, action, reset_state)
-        return (state, total + reward), None
+        return _step_packed(state, action, reset_state), None
 
-    total = jnp.zeros((N_ENVS,), F32)
-    (state, total), _ = jax.lax.scan(body, (state, total), (actions, reset_states))
-    return state, total
+    state, _ = jax.lax.scan(body, state, (actions, reset_states))
+    return state
+
+
+def cartpole_b_concat_vecdone(state, actions, reset_states):
+    """(b) with the done test vectorised over the packed state (see `_step_packed_vector_done`)."""
+
+    def body(state, pool):
+        action, reset_state = pool
+        return _step_packed_vector_done(state, action, reset_state), None
+
+    state, _ = jax.lax.scan(body, state, (actions, reset_states))
+    return state
 
 
 def _separate_scan(state, actions, resets, unroll):
     def body(carry, pool):
-        x, x_dot, theta, theta_dot, total = carry
+        x, x_dot, theta, theta_dot = carry
         action, r_x, r_x_dot, r_theta, r_theta_dot = pool
         x, x_dot, theta, theta_dot = cartpole_dynamics(x, x_dot, theta, theta_dot, action)
         done = cartpole_done(x, theta)
@@ -148,10 +168,9 @@ def _separate_scan(state, actions, resets, unroll):
         x_dot = jnp.where(done, r_x_dot, x_dot)
         theta = jnp.where(done, r_theta, theta)
         theta_dot = jnp.where(done, r_theta_dot, theta_dot)
-        return (x, x_dot, theta, theta_dot, total + 1.0), None
+        return (x, x_dot, theta, theta_dot), None
 
-    total = jnp.zeros((N_ENVS,), F32)
-    carry, _ = jax.lax.scan(body, (*state, total), (actions, *resets), unroll=unroll)
+    carry, _ = jax.lax.scan(body, state, (actions, *resets), unroll=unroll)
     return carry
 
 
@@ -349,6 +368,10 @@ PROGRAMS: list[Program] = [
             (_a(N_ENVS, 4), POOL_ACTIONS, _a(N_STEPS, N_ENVS, 4)),
             "b: precomputed random pool, packed state (concat baseline)",
             "cart-pole, random pool (arguments) indexed per step, state packed with stack", group="cartpole"),
+    Program("cartpole_b_concat_vecdone", cartpole_b_concat_vecdone,
+            (_a(N_ENVS, 4), POOL_ACTIONS, _a(N_STEPS, N_ENVS, 4)),
+            "b': as b, done test vectorised over the packed state (concat keeps two users)",
+            "cart-pole, packed state read whole by the done test", group="cartpole"),
     Program("cartpole_c_separate", cartpole_c_separate, (ENV,) * 4 + (POOL_ACTIONS,) + (POOL,) * 4,
             "c: precomputed pool, four separate state arrays (no concat)",
             "cart-pole, state passed as four arrays", group="cartpole"),

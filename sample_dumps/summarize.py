@@ -38,6 +38,7 @@ INSTR_RE = re.compile(r"^\s+(ROOT\s+)?%?([^\s=]+)\s*=\s*(.*)$")
 @dataclass
 class Instr:
     name: str
+    shape: str
     opcode: str
     operands: list[str]
     attrs: str
@@ -96,14 +97,16 @@ def parse_instr(line: str) -> Instr | None:
         pos = _balanced(rest, 0, "(", ")")
     else:
         pos = rest.find(" ")
+    shape = re.sub(r"\{[^}]*\}", "", rest[:pos])  # without layouts
     rest = rest[pos:].lstrip()
     om = re.match(r"([a-z][\w\-]*)\(", rest)
     if not om:
         return None
     opcode = om[1]
     close = _balanced(rest, om.end() - 1, "(", ")")
-    operands = [p.split()[-1].lstrip("%") for p in _split_top(rest[om.end():close - 1])]
-    return Instr(name, opcode, operands, rest[close:], root)
+    inner = re.sub(r"/\*.*?\*/", "", rest[om.end():close - 1])  # /*index=5*/ markers
+    operands = [p.split()[-1].lstrip("%") for p in _split_top(inner)]
+    return Instr(name, shape, opcode, operands, rest[close:], root)
 
 
 def parse_module(text: str) -> dict[str, Comp]:
@@ -145,10 +148,40 @@ def _target(ins: Instr) -> str:
     return m[1] if m else ""
 
 
-def _has_concat(comps: dict[str, Comp], ins: Instr) -> bool:
+def _contains(comps: dict[str, Comp], ins: Instr, opcode: str) -> bool:
     called = _attr(ins, "calls")
-    return bool(called and called in comps
-                and any(i.opcode == "concatenate" for i in comps[called].instrs))
+    return ins.opcode == opcode or bool(
+        called and called in comps and any(i.opcode == opcode for i in comps[called].instrs))
+
+
+def kernel_readers(comp: Comp, name: str) -> list[str]:
+    """Kernels of `comp` that read the value `name` (through get-tuple-element and bitcast)."""
+    out, todo, seen = [], [name], set()
+    while todo:
+        n = todo.pop()
+        for u in comp.users(n):
+            if u.name in seen:
+                continue
+            seen.add(u.name)
+            if u.opcode in ("get-tuple-element", "bitcast"):
+                todo.append(u.name)
+            elif is_kernel(u):
+                out.append(u.name)
+    return sorted(out)
+
+
+def while_loops(comps: dict[str, Comp]) -> list[tuple[Instr, Comp, Comp]]:
+    entry = next(c for c in comps.values() if c.entry)
+    return [(w, comps[_attr(w, "body")], comps[_attr(w, "condition")])
+            for w in entry.instrs if w.opcode == "while"]
+
+
+def concat_users_before_fusion(text: str) -> list[list[str]]:
+    """Per while loop: the concatenates of its body with several users, before fusion."""
+    comps = parse_module(text)
+    return [[f"{i.shape} ({len(body.users(i.name))} users)" for i in body.instrs
+             if i.opcode == "concatenate" and len(body.users(i.name)) > 1]
+            for _, body, _ in while_loops(comps)]
 
 
 @dataclass
@@ -162,15 +195,12 @@ def summarize_text(text: str) -> Summary:
     comps = parse_module(text)
     entry = next(c for c in comps.values() if c.entry)
     loops = []
-    for w in (i for i in entry.instrs if i.opcode == "while"):
-        body, cond = comps[_attr(w, "body")], comps[_attr(w, "condition")]
+    for w, body, cond in while_loops(comps):
         trip = re.search(r'known_trip_count":\{"n":"(\d+)"', w.attrs)
         bk, ck = kernel_names(body), kernel_names(cond)
         root = body.root()
-        concat_users = {
-            i.name: len(body.users(i.name)) for i in bk if i.opcode == "fusion"
-            and _has_concat(comps, i)
-        } | {i.name: len(body.users(i.name)) for i in bk if i.opcode == "concatenate"}
+        concat_kernels = {i.name: kernel_readers(body, i.name) for i in bk
+                          if _contains(comps, i, "concatenate")}
         loops.append({
             "while": w.name,
             "trip_count": int(trip[1]) if trip else None,
@@ -184,7 +214,7 @@ def summarize_text(text: str) -> Summary:
                                                                           "custom-call")),
             "nested_loops": sum(i.opcode == "while" for i in body.instrs),
             "root_tuple": len(root.operands) if root.opcode == "tuple" else 0,
-            "concat_users": concat_users,
+            "concat_kernels": concat_kernels,
         })
     return Summary(
         entry_kernels=len(kernel_names(entry)),
@@ -193,18 +223,18 @@ def summarize_text(text: str) -> Summary:
     )
 
 
-def boundaries(loop: dict) -> str:
+def boundaries(loop: dict, concat_before: list[str] | None) -> str:
     out = []
     if loop["root_tuple"]:
         out.append(f"tuple({loop['root_tuple']}) at loop output")
     rng = [t for t in loop["custom_calls"] if "threefry" in t]
     if rng:
-        out.append(f"{len(rng)}x {rng[0]}")
-    multi = {k: v for k, v in loop["concat_users"].items() if v > 1}
-    if multi:
-        out.append("concat with " + ", ".join(f"{v} users ({k})" for k, v in multi.items()))
-    elif loop["concat_users"]:
-        out.append("concat fused, 1 user")
+        out.append(f"{len(rng)}x custom-call {rng[0]}")
+    if concat_before:
+        out.append("before fusion, concatenate " + ", ".join(concat_before))
+    read = [f"{k} → {', '.join(v)}" for k, v in loop["concat_kernels"].items() if v]
+    if read:
+        out.append("concatenating kernel read by another: " + "; ".join(read))
     return "; ".join(out)
 
 
@@ -212,9 +242,11 @@ def collect(root: Path = HERE) -> list[dict]:
     manifest = json.loads((root / "MANIFEST.json").read_text())
     rows = []
     for e in manifest["programs"]:
-        text = (root / e["path"] / e["files"]["after_optimizations"]).read_text()
-        s = summarize_text(text)
-        rows.append({"entry": e, "summary": s})
+        folder = root / e["path"]
+        s = summarize_text((folder / e["files"]["after_optimizations"]).read_text())
+        before = e["files"].get("before_fusion")
+        concat = concat_users_before_fusion((folder / before).read_text()) if before else []
+        rows.append({"entry": e, "summary": s, "concat_before_fusion": concat})
     return rows
 
 
@@ -232,7 +264,9 @@ def table(rows: list[dict]) -> str:
             per = ", ".join(f"{lp['per_iteration']} ({lp['body_kernels']} + "
                             f"{lp['cond_kernels']})" for lp in loops)
             copies = ", ".join(str(lp["body_copies"]) for lp in loops)
-            bnd = " / ".join(boundaries(lp) for lp in loops)
+            cb = r["concat_before_fusion"]
+            bnd = " / ".join(boundaries(lp, cb[k] if k < len(cb) else None)
+                             for k, lp in enumerate(loops))
         else:
             trip = per = copies = bnd = "–"
         lines.append(f"| {e['folder']} | {e['program']} | {e.get('variant') or e.get('description', '')} | "
@@ -248,8 +282,9 @@ def main(argv=None):
     sys.path.insert(0, str(HERE))
     rows = collect()
     if a.json:
-        print(json.dumps([{"path": r["entry"]["path"], **r["summary"].__dict__} for r in rows],
-                         indent=1))
+        print(json.dumps([{"path": r["entry"]["path"], **r["summary"].__dict__,
+                           "concat_users_before_fusion": r["concat_before_fusion"]}
+                          for r in rows], indent=1))
         return 0
     t = table(rows)
     print(t)
