@@ -238,5 +238,17 @@ def write_atomically(path: str, text: str | bytes) -> None:
         raise
 
 
+def _load_commands() -> None:
+    import importlib
+    import pkgutil
+
+    from . import commands
+
+    for info in pkgutil.iter_modules(commands.__path__):
+        importlib.import_module(f"{commands.__name__}.{info.name}")
+
+
+_load_commands()
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -57,19 +57,27 @@ class Context:
         self.decisions.append(decision)
 
 
+#: Explains, on an already fused graph, why `producer` (a kernel's output) was not fused
+#: into `consumer`: returns the Decision (verdict BLOCKED, with rule and facts), or None when
+#: the pipeline's rules find no reason.
+ExplainFn = Callable[[Node, Node, "Context"], Decision | None]
+
+
 @dataclass(frozen=True)
 class PipelineSpec:
     backend: str
     name: str
     passes: tuple[tuple[str, PassFn], ...]
     description: str
+    explain_boundary: ExplainFn | None = None
 
 
 PIPELINES: dict[tuple[str, str], PipelineSpec] = {}
 
 
-def register_pipeline(backend: str, name: str, passes: Sequence[tuple[str, PassFn]], description: str) -> None:
-    PIPELINES[(backend, name)] = PipelineSpec(backend, name, tuple(passes), description)
+def register_pipeline(backend: str, name: str, passes: Sequence[tuple[str, PassFn]], description: str,
+                      explain_boundary: ExplainFn | None = None) -> None:
+    PIPELINES[(backend, name)] = PipelineSpec(backend, name, tuple(passes), description, explain_boundary)
 
 
 def _load_pipelines() -> None:

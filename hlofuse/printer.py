@@ -45,7 +45,8 @@ def print_module(module: ir.Module, style: Style | None = None) -> str:
     for comp in module.computations:
         out.append(print_computation(comp, style, module.entry_name == comp.name))
         out.append("")
-    return "\n".join(out).rstrip("\n") + "\n"
+    # XLA ends every computation with a blank line, the last one too (HloModule::ToString).
+    return "\n".join(out).rstrip("\n") + "\n\n"
 
 
 def module_style(module: ir.Module) -> Style:
