@@ -580,8 +580,10 @@ def _expected_words(names) -> tuple[str, ...]:
 def _describe(text: str, pos: int) -> str:
     if pos >= len(text):
         return "the end of the input"
-    m = re.match(r"[A-Za-z0-9_%.\-]+|\S", text[pos:])
+    m = terminal_regex("SHAPE").match(text, pos) or re.compile(r"[A-Za-z0-9_%.\-]+|\S").match(text, pos)
     found = m.group(0) if m else text[pos]
+    if len(found) > 40:
+        found = found[:37] + "..."
     return repr(found)
 
 
@@ -596,36 +598,108 @@ def _convert_lark_error(text: str, err: UnexpectedInput) -> HloSyntaxError:
             if found is not None:
                 return found
         if "ATTR" in allowed and text.startswith(",", pos):
-            return _error_at(
-                text,
-                "found a malformed attribute, expected ', name=value' with balanced brackets and quotes",
-                err.line, err.column, found=_describe(text, pos),
-            )
+            return _malformed_attribute(text, pos, err.line, err.column)
         expected = _expected_words(allowed)
         found = _describe(text, pos)
         return _error_at(text, f"found {found}, expected {_join(expected)}", err.line, err.column,
                          found=found, expected=expected)
     if isinstance(err, UnexpectedEOF):
-        expected = _expected_words(err.expected)
-        line = text.count("\n") + 1
-        column = len(text) - (text.rfind("\n") + 1) + 1
-        return _error_at(text, f"found the end of the input, expected {_join(expected)}", line, column,
-                         found="end of input", expected=expected)
+        return _unexpected_end(text, _expected_words(err.expected))
     if isinstance(err, UnexpectedToken):
         tok = err.token
-        expected = _expected_words(err.expected)
+        expected_names = set(err.expected or ())
+        expected = _expected_words(expected_names)
         if tok.type == "$END":
-            line = text.count("\n") + 1
-            column = len(text) - (text.rfind("\n") + 1) + 1
-            return _error_at(text, f"found the end of the input, expected {_join(expected)}", line, column,
-                             found="end of input", expected=expected)
+            return _unexpected_end(text, expected)
+        pos = getattr(tok, "start_pos", None)
+        if pos is not None and ("INSTR_HEAD" in expected_names or "NAME_EQ" in expected_names):
+            found = _diagnose_instruction(text, pos)
+            if found is not None:
+                return found
         value = _val(tok)
+        if pos is not None and "ATTR" in expected_names and value.startswith(","):
+            return _malformed_attribute(text, pos, tok.line, tok.column)
         found = repr(value if len(value) < 40 else value[:37] + "...")
         message = f"found {found}, expected {_join(expected)}"
         if tok.type == "INSTR_HEAD" and not expected:
             message = f"found {found}, expected nothing more (a lone instruction ends here)"
         return _error_at(text, message, tok.line, tok.column, found=found, expected=expected)
     return _error_at(text, str(err), getattr(err, "line", None), getattr(err, "column", None))
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _unexpected_end(text: str, expected: tuple[str, ...]) -> HloSyntaxError:
+    """The input ended early.  The usual cause is a bracket left open in an attribute value,
+    which then swallows the rest of the text: point at that bracket when there is one."""
+    for m in _ATTR_START_RE.finditer(text):
+        found = _diagnose_attribute(text, m.start())
+        if found is not None:
+            return found
+    line, column = _line_col(text, len(text))
+    return _error_at(text, f"found the end of the input, expected {_join(expected)}", line, column,
+                     found="end of input", expected=expected)
+
+
+_ATTR_START_RE = re.compile(r",[ \t]*([A-Za-z_][\w.\-]*)[ \t]*=[ \t]*")
+_CLOSER = {"{": "}", "(": ")", "[": "]"}
+
+
+def _malformed_attribute(text: str, pos: int, line: int, column: int) -> HloSyntaxError:
+    found = _diagnose_attribute(text, pos)
+    if found is not None:
+        return found
+    return _error_at(
+        text, "found a malformed attribute, expected ', name=value' with balanced brackets and quotes",
+        line, column, found=_describe(text, pos),
+    )
+
+
+def _diagnose_attribute(text: str, pos: int) -> HloSyntaxError | None:
+    """`, name=value` at `pos` did not lex as one attribute: find the bracket or quote of the
+    value (on its line) that breaks it.  None when the value looks balanced."""
+    m = _ATTR_START_RE.match(text, pos)
+    if m is None:
+        return None
+    name = m.group(1)
+    end = text.find("\n", m.end())
+    end = len(text) if end < 0 else end
+    stack: list[tuple[str, int]] = []
+    i = m.end()
+    while i < end:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < end and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            if j >= end:
+                line, col = _line_col(text, i)
+                return _error_at(text, f"unterminated string in the value of attribute {name}", line, col,
+                                 found="'\"'")
+            i = j + 1
+            continue
+        if ch in _CLOSER:
+            stack.append((ch, i))
+        elif ch in ")]}":
+            if not stack:
+                break  # closes the enclosing group: the value ended before it
+            opener, at = stack.pop()
+            if _CLOSER[opener] != ch:
+                line, col = _line_col(text, i)
+                return _error_at(
+                    text, f"found {ch!r}, expected {_CLOSER[opener]!r} to close the {opener!r} at column "
+                          f"{_line_col(text, at)[1]} in the value of attribute {name}", line, col, found=repr(ch))
+        elif not stack and ch in ", \t":
+            break
+        i += 1
+    if stack:
+        opener, at = stack[0]
+        line, col = _line_col(text, at)
+        return _error_at(text, f"unbalanced {opener!r} in the value of attribute {name}: it is not closed on "
+                               f"its line", line, col, found=repr(opener))
+    return None
 
 
 def _join(words: tuple[str, ...]) -> str:
@@ -657,6 +731,9 @@ def _diagnose_instruction(text: str, pos: int) -> HloSyntaxError | None:
     m = re.compile(r"ROOT\b").match(text, p)
     if m:
         p = ws.match(text, m.end()).end()
+    m = shape_re.match(text, p)
+    if m and re.compile(r"[ \t]+[a-z][a-z0-9\-]*[ \t]*\(").match(text, m.end()):
+        return fail(p, "an instruction name followed by '=' (only a lone instruction may omit it)")
     m = name_re.match(text, p)
     if not m:
         if shape_re.match(text, p):
@@ -758,9 +835,21 @@ class _Assembler:
             for instr in comp.instructions:
                 for callee in instr.called:
                     if callee not in module.by_name:
-                        raise self.error(f"computation does not exist: {callee} (called by {instr.name})",
-                                         instr.span.line, instr.span.column)
+                        raise self.missing_callee(instr, callee)
         return module
+
+    def missing_callee(self, instr: ir.Instruction, callee: str) -> HloSyntaxError:
+        """A called computation that does not exist, or (as XLA reports it first) an attribute
+        that this opcode does not take at all."""
+        from .validate import attribute_allowed
+
+        for key, value in instr.attrs:
+            if key in ir.COMPUTATION_ATTRS and callee in ir._names_in(value) and \
+                    not attribute_allowed(instr.opcode, key):
+                return self.error(f'unexpected attribute "{key}" for {instr.opcode}', instr.span.line,
+                                  instr.span.column)
+        return self.error(f"computation does not exist: {callee} (called by {instr.name})",
+                          instr.span.line, instr.span.column)
 
     def style(self, raw: _RawModule):
         """The spelling of the text: `%` before names, signatures, operand shapes."""
@@ -902,8 +991,8 @@ class _Assembler:
                          called: list[str]) -> str:
         """Names of called computations; an inline body becomes a computation of its own."""
         text = value.strip()
-        inline = text.startswith("{") and (("=" in text and "%" not in text.split("=")[0][:2]) or
-                                           text[1:].lstrip().startswith("{"))
+        # A list of names never holds '=' or '('; an inline body always does.
+        inline = text.startswith("{") and ("=" in text or "(" in text or text[1:].lstrip().startswith("{"))
         if not inline:
             names = ir._names_in(text)
             called.extend(names)
@@ -927,12 +1016,25 @@ class _Assembler:
         called.extend(names)
         return names[0] if key != "branch_computations" else "{" + ", ".join(names) + "}"
 
+    def check_parameter_number(self, instr: ir.Instruction, numbers: set[int]) -> None:
+        try:
+            number = int(instr.literal)
+        except (TypeError, ValueError):
+            raise self.error("parameter number must be an integer", instr.span.line, instr.span.column) from None
+        if number < 0:
+            raise self.error("parameter number must be >= 0", instr.span.line, instr.span.column)
+        if number in numbers:
+            raise self.error(f"Duplicate parameter number {number}", instr.span.line, instr.span.column)
+        numbers.add(number)
+
     def finish(self, name, built, is_entry, attrs, line, col, params, result_shape) -> ir.Computation:
         """Checks XLA makes per computation, then the ir.Computation."""
         if not built:
             raise self.error(f"computation {name!r} has no instructions", line, col)
         by_name: dict[str, ir.Instruction] = {}
         roots = []
+        numbers: set[int] = set()
+        # In text order, as XLA's parser meets them: a name defined twice, then the parameter number.
         for instr, is_root in built:
             if instr.name in by_name:
                 raise self.error(f"instruction {instr.name!r} is defined twice in computation {name!r}",
@@ -940,10 +1042,11 @@ class _Assembler:
             by_name[instr.name] = instr
             if is_root:
                 roots.append(instr)
+            if instr.opcode == "parameter":
+                self.check_parameter_number(instr, numbers)
         if len(roots) > 1:
             raise self.error("one computation should have only one ROOT", roots[1].span.line, roots[1].span.column)
         root = roots[0] if roots else built[-1][0]
-        numbers: set[int] = set()
         for instr, _ in built:
             for op in instr.operands:
                 if op not in by_name:
@@ -965,17 +1068,6 @@ class _Assembler:
                         raise self.error(
                             f"The declared operand shape {dshape} is not compatible with the shape of the "
                             f"operand instruction {actual}", instr.span.line, instr.span.column)
-            if instr.opcode == "parameter":
-                try:
-                    number = int(instr.literal)
-                except (TypeError, ValueError):
-                    raise self.error("parameter number must be an integer", instr.span.line,
-                                     instr.span.column) from None
-                if number < 0:
-                    raise self.error("parameter number must be >= 0", instr.span.line, instr.span.column)
-                if number in numbers:
-                    raise self.error(f"Duplicate parameter number {number}", instr.span.line, instr.span.column)
-                numbers.add(number)
         if result_shape is not None:
             declared_result = parse_shape(result_shape)
             if not declared_result.compatible(root.shape):

@@ -293,6 +293,19 @@ class _Checker:
                                      f"{attributes.unquote(thread)}", instr, "async_execution_thread")
 
 
+def attribute_allowed(opcode: str, key: str) -> bool:
+    """Whether XLA accepts attribute `key` on `opcode` (unknown attributes and opcodes: yes)."""
+    spec = KNOWN_ATTRS.get(key)
+    if spec is None or spec.opcodes is None or opcode in spec.opcodes:
+        return True
+    if opcode in KNOWN_OPCODES:
+        return False
+    stem = next((opcode[: -len(s)] for s in _ASYNC_SUFFIXES if opcode.endswith(s)), None)
+    if stem is not None and stem in KNOWN_OPCODES:
+        return stem in spec.opcodes
+    return True
+
+
 def _async_kind(opcode: str) -> str | None:
     """start / update / done for async ops and their sugar (`custom-call-start`), else None.
     Collectives with their own start/done opcodes (all-reduce-start, copy-start...) are not

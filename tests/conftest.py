@@ -1,0 +1,44 @@
+"""Fixtures every test module may use: where the repository, the shared XLA corpus and the
+sample dumps are, and how to read HLO text exactly as it is on disk.
+
+Keep this file small and generic; fixtures used by one test module belong in that module.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shared_dir() -> Path:
+    """The team's shared folder (corpus, specifications): $HLOFUSE_SHARED or ../shared."""
+    return Path(os.environ.get("HLOFUSE_SHARED", REPO.parent / "shared"))
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """A file's text with its line ends untouched (CRLF and CR-only files stay as they are)."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        return fh.read()
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """shared/corpus (XLA's own HLO texts); the tests that need it skip when it is absent."""
+    folder = shared_dir() / "corpus"
+    if not folder.is_dir():
+        pytest.skip(f"the XLA corpus is not at {folder} (set HLOFUSE_SHARED to the shared folder)")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def sample_dumps_dir() -> Path:
+    return REPO / "sample_dumps"
