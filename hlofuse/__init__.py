@@ -32,7 +32,7 @@ def loads(text: str, *, path: str | None = None, strict: bool = False) -> Module
 
 def load(path, *, module: str | None = None, stage: str | None = None, strict: bool = False) -> Module:
     """Parse an HLO file, a `--xla_dump_to` folder (choose with `module` and `stage`), or "-" (stdin)."""
-    from .dumps import read_input
+    from .dumpdir import read_input
 
     text, name = read_input(str(path), module=module, stage=stage)
     return loads(text, path=name, strict=strict)

@@ -91,7 +91,7 @@ def input_options(fn):
 
 
 def load_input(path: str, module_name: str | None, stage: str | None, pipeline: str | None = None):
-    from .dumps import read_input
+    from .dumpdir import read_input
     from .parse import parse_text
 
     text, name = read_input(path, module=module_name, stage=stage, pipeline=pipeline)

@@ -1,0 +1,266 @@
+"""`hlofuse check`: replay a fusion pipeline on XLA's module from right before its fusion passes
+and compare the kernels with XLA's module right after them.
+
+Kernels are compared by what they compute, not by name: XLA renames the instructions it clones
+into fusions (`add.5` becomes `add.17`), so every instruction of XLA's fused module is first
+mapped back to the instruction of the before-fusion module it stands for, by structure — the
+same opcode, shape and attributes applied to the same (mapped) operands.  A kernel is then the
+set of before-fusion instructions it computes; a kernel is reproduced exactly when the replay
+has a kernel with the same set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from . import ir
+from .decision import Decision, FusionResult, Verdict
+from .kernels import CONTROL
+from .opcodes import NON_KERNEL
+from .pipeline import Options, replay
+
+#: Attributes that do not change what an instruction computes (ignored when matching).
+_IGNORED_ATTRS = frozenset({
+    "metadata", "backend_config", "sharding", "frontend_attributes", "control-predecessors",
+    "statistics", "origin", "original_value", "calls", "to_apply", "condition", "body",
+    "branch_computations", "called_computations", "true_computation", "false_computation",
+    "select", "scatter", "result_accuracy", "schedule",
+})
+
+
+# ------------------------------------------------------------------------------------------
+# Structural mapping: XLA's fused module → instructions of the before-fusion module
+# ------------------------------------------------------------------------------------------
+
+
+class _Index:
+    """Before-fusion instructions of one computation, found by what they compute."""
+
+    def __init__(self, comp: ir.Computation):
+        self.comp = comp
+        self.by_key: dict[tuple, list[str]] = {}
+        self.params: dict[int, str] = {}
+        for instr in comp.instructions:
+            if instr.opcode == "parameter":
+                self.params[instr.parameter_number] = instr.name
+            key = _key(instr.opcode, instr.shape, tuple(instr.operands), instr)
+            self.by_key.setdefault(key, []).append(instr.name)
+
+    def find(self, opcode: str, shape: ir.Shape, operands: tuple[str, ...], instr: ir.Instruction,
+             name: str) -> str | None:
+        if name in self.comp.by_name:  # same name and same structure: take it
+            same = self.comp.by_name[name]
+            if same.opcode == opcode and tuple(same.operands) == operands:
+                return name
+        names = self.by_key.get(_key(opcode, shape, operands, instr))
+        return names[0] if names else None
+
+
+def _key(opcode: str, shape: ir.Shape, operands: tuple[str, ...], instr: ir.Instruction) -> tuple:
+    attrs = tuple((k, v) for k, v in instr.attrs if k not in _IGNORED_ATTRS)
+    return (opcode, shape.to_text(layout=False), operands, attrs, instr.literal if opcode == "constant" else None)
+
+
+def map_fused_module(after: ir.Module, before: ir.Module) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Per computation of `after` that also exists in `before` (by name; the entry always):
+    kernel-launching instruction → the before-fusion instructions it computes."""
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for comp in after.computations:
+        if comp.name in after.fusion_computations:
+            continue
+        if comp.name == after.entry_name:
+            target = before.entry
+        elif comp.name in before.by_name:
+            target = before.by_name[comp.name]
+        else:
+            continue
+        out[comp.name] = _map_computation(after, comp, _Index(target))
+    return out
+
+
+def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index) -> dict[str, tuple[str, ...]]:
+    value: dict[str, object] = {}  # name → before name, or a tuple of them for tuple values
+    members: dict[str, tuple[str, ...]] = {}
+    for instr in comp.post_order:
+        mapped_ops = tuple(value.get(op) for op in instr.operands)
+        if instr.opcode == "parameter":
+            value[instr.name] = index.params.get(instr.parameter_number)
+            continue
+        if instr.opcode == "fusion" and instr.fused_computation in module.by_name:
+            result, inside = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index)
+            value[instr.name] = result
+            members[instr.name] = inside
+            continue
+        if instr.opcode == "get-tuple-element":
+            source = mapped_ops[0]
+            idx = int(instr.attr("index") or 0)
+            if isinstance(source, tuple) and idx < len(source):
+                value[instr.name] = source[idx]
+                continue
+        found = _find(index, instr, mapped_ops)
+        value[instr.name] = found
+        members[instr.name] = (found,) if isinstance(found, str) else ()
+    return members
+
+
+def _find(index: _Index, instr: ir.Instruction, mapped_ops: tuple) -> object:
+    if any(not isinstance(op, str) for op in mapped_ops):
+        if instr.opcode == "tuple":
+            return tuple(mapped_ops)
+        if instr.opcode == "bitcast" and mapped_ops:
+            return mapped_ops[0]
+        return None
+    found = index.find(instr.opcode, instr.shape, tuple(mapped_ops), instr, instr.name)
+    if found is None and instr.opcode in ("bitcast", "copy", "reshape") and mapped_ops:
+        # XLA's layout passes add and remove bitcasts and copies; see through them.
+        return mapped_ops[0]
+    if found is None and instr.opcode == "tuple":
+        return tuple(mapped_ops)
+    return found
+
+
+def _map_fusion(module: ir.Module, body: ir.Computation, operands: tuple, index: _Index):
+    """Map a fused computation's instructions given what its parameters stand for."""
+    value: dict[str, object] = {}
+    inside: list[str] = []
+    for instr in body.post_order:
+        if instr.opcode == "parameter":
+            n = instr.parameter_number
+            value[instr.name] = operands[n] if n < len(operands) else None
+            continue
+        mapped_ops = tuple(value.get(op) for op in instr.operands)
+        if instr.opcode == "fusion" and instr.fused_computation in module.by_name:
+            result, nested = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index)
+            value[instr.name] = result
+            inside.extend(n for n in nested if n not in inside)
+            continue
+        if instr.opcode == "get-tuple-element" and isinstance(mapped_ops[0], tuple):
+            idx = int(instr.attr("index") or 0)
+            value[instr.name] = mapped_ops[0][idx] if idx < len(mapped_ops[0]) else None
+            continue
+        found = _find(index, instr, mapped_ops)
+        value[instr.name] = found
+        if isinstance(found, str) and found not in inside and instr.opcode not in ("tuple",):
+            if not (instr.opcode == "bitcast" and found in mapped_ops):
+                inside.append(found)
+    return value.get(body.root_name), tuple(inside)
+
+
+# ------------------------------------------------------------------------------------------
+# Comparison
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelMatch:
+    computation: str
+    xla_kernel: str | None
+    ours: str | None
+    members: tuple[str, ...]
+    status: str  # exact | missing | extra
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    module: str
+    backend: str
+    pipeline: str
+    gpu: str | None
+    xla_kernels: int
+    reproduced: int
+    matches: tuple[KernelMatch, ...]
+    #: For each missing / extra kernel: the decisions of the replay that formed its boundaries.
+    decisions: dict
+    replay: FusionResult
+    before_path: str | None = None
+    after_path: str | None = None
+
+    @property
+    def agreement(self) -> float:
+        return self.reproduced / self.xla_kernels if self.xla_kernels else 1.0
+
+    def to_dict(self) -> dict:
+        return {
+            "module": self.module, "backend": self.backend, "pipeline": self.pipeline, "gpu": self.gpu,
+            "before": self.before_path, "after": self.after_path,
+            "xla_kernels": self.xla_kernels, "reproduced": self.reproduced,
+            "agreement": round(self.agreement, 4),
+            "kernels": [
+                {"computation": m.computation, "xla": m.xla_kernel, "ours": m.ours, "status": m.status,
+                 "instructions": list(m.members),
+                 "decisions": [d.to_dict() for d in self.decisions.get((m.computation, m.xla_kernel, m.ours), ())]}
+                for m in self.matches
+            ],
+        }
+
+
+def xla_kernels(after: ir.Module, before: ir.Module) -> dict[str, dict[str, tuple[str, ...]]]:
+    """XLA's kernels per computation: kernel name → before-fusion instructions it computes."""
+    mapped = map_fused_module(after, before)
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for comp_name, members in mapped.items():
+        comp = after.by_name[comp_name]
+        kernels = {}
+        for instr in comp.instructions:
+            if instr.opcode in NON_KERNEL or instr.opcode in CONTROL:
+                continue
+            kernels[instr.name] = members.get(instr.name, ())
+        out[comp_name] = kernels
+    return out
+
+
+def compare(result: FusionResult, after: ir.Module) -> CheckResult:
+    """Compare a replay's kernels with XLA's fused module `after`."""
+    theirs = xla_kernels(after, result.input)
+    ours: dict[str, dict[str, tuple[str, ...]]] = {}
+    for k in result.kernels:
+        ours.setdefault(k.computation, {})[k.name] = k.instructions
+    matches: list[KernelMatch] = []
+    decisions: dict = {}
+    total = reproduced = 0
+    for comp in sorted(set(theirs) | set(ours)):
+        x_by_set = {frozenset(m): n for n, m in theirs.get(comp, {}).items() if m}
+        o_by_set = {frozenset(m): n for n, m in ours.get(comp, {}).items() if m}
+        for members, name in x_by_set.items():
+            total += 1
+            if members in o_by_set:
+                reproduced += 1
+                matches.append(KernelMatch(comp, name, o_by_set[members], tuple(sorted(members)), "exact"))
+            else:
+                matches.append(KernelMatch(comp, name, None, tuple(sorted(members)), "missing"))
+                decisions[(comp, name, None)] = _involved(result.decisions, members, want_fused=False)
+        for members, name in o_by_set.items():
+            if members not in x_by_set:
+                matches.append(KernelMatch(comp, None, name, tuple(sorted(members)), "extra"))
+                decisions[(comp, None, name)] = _involved(result.decisions, members, want_fused=True)
+    return CheckResult(result.input.name, result.backend, result.pipeline, result.gpu, total, reproduced,
+                       tuple(matches), decisions, result)
+
+
+def _involved(all_decisions: Iterable[Decision], members: frozenset, want_fused: bool) -> tuple[Decision, ...]:
+    """Decisions about pairs inside `members` (XLA fused them; we did not: blocked ones), or
+    about pairs our kernel joined (fused ones), to show why we differ."""
+    out = []
+    for d in all_decisions:
+        producer = set(d.producer_members or (d.producer,))
+        consumer = set(d.consumer_members or (d.consumer,))
+        if not producer or not consumer:
+            continue
+        inside = producer <= members and consumer <= members if not want_fused else \
+            (producer & members and consumer & members)
+        if not inside:
+            continue
+        if want_fused and d.verdict != Verdict.BLOCKED:
+            out.append(d)
+        elif not want_fused and d.verdict == Verdict.BLOCKED:
+            out.append(d)
+    return tuple(out)
+
+
+def check(before: ir.Module, after: ir.Module, options: Options,
+          progress: Callable[[str], None] | None = None) -> CheckResult:
+    """Replay `options`'s pipeline on `before` and compare with XLA's `after`."""
+    result = replay(before, options, progress)
+    checked = compare(result, after)
+    return CheckResult(**{**checked.__dict__, "before_path": before.path, "after_path": after.path})
