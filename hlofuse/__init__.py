@@ -11,12 +11,6 @@ from __future__ import annotations
 from .errors import HloSyntaxError, HlofuseError
 from .ir import Computation, Instruction, Module, Shape
 
-# The submodule hlofuse/dumps.py (dump folders) shares its name with the function `dumps`
-# below.  Python sets `hlofuse.dumps` to the submodule the first time it is imported, so it
-# is imported here, before the function is defined: the function keeps the name for good.
-# (Use `from hlofuse.dumps import scan` to reach the submodule.)
-from . import dumps as _dump_folders  # noqa: E402,F401  (import order matters, see above)
-
 __version__ = "0.1.0"
 
 
