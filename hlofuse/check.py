@@ -37,11 +37,18 @@ _IGNORED_ATTRS = frozenset({
 class _Index:
     """Before-fusion instructions of one computation, found by what they compute."""
 
-    def __init__(self, comp: ir.Computation):
+    def __init__(self, comp: ir.Computation, module: ir.Module | None = None):
         self.comp = comp
         self.by_key: dict[tuple, list[str]] = {}
         self.params: dict[int, str] = {}
+        #: Fusions that already exist before fusion (library fusions): name → their members,
+        #: spelled as hlofuse.graph spells them (the instructions of the fused computation).
+        self.fusion_members: dict[str, tuple[str, ...]] = {}
         for instr in comp.instructions:
+            if instr.opcode == "fusion" and module is not None and instr.fused_computation in module.by_name:
+                body = module.by_name[instr.fused_computation]
+                self.fusion_members[instr.name] = tuple(
+                    i.name for i in body.instructions if i.opcode != "parameter")
             if instr.opcode == "parameter":
                 self.params[instr.parameter_number] = instr.name
             key = _key(instr.opcode, instr.shape, tuple(instr.operands), instr)
@@ -75,7 +82,7 @@ def map_fused_module(after: ir.Module, before: ir.Module) -> dict[str, dict[str,
             target = before.by_name[comp.name]
         else:
             continue
-        out[comp.name] = _map_computation(after, comp, _Index(target))
+        out[comp.name] = _map_computation(after, comp, _Index(target, before))
     return out
 
 
@@ -88,6 +95,14 @@ def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index) -> 
             value[instr.name] = index.params.get(instr.parameter_number)
             continue
         if instr.opcode == "fusion" and instr.fused_computation in module.by_name:
+            existing = None
+            if all(isinstance(op, str) for op in mapped_ops):
+                existing = index.find("fusion", instr.shape, tuple(mapped_ops), instr, instr.name)
+            if existing is not None and existing in index.fusion_members:
+                # a fusion the input already had (e.g. an XLA:CPU library fusion): same kernel
+                value[instr.name] = existing
+                members[instr.name] = index.fusion_members[existing]
+                continue
             result, inside = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index)
             value[instr.name] = result
             members[instr.name] = inside
