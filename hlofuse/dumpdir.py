@@ -21,10 +21,16 @@ from .errors import InputError
 
 _MODULE_RE = re.compile(r"module_(\d+)\.(.+)\.txt\Z")
 _PASS_RE = re.compile(r"(.+)\.(\d{4})\.(.+?)\.after_(.+?)\.before_(.+)\Z")
-_AFTER_OPT_RE = re.compile(r"(.+?)\.(?:(.+?)_)?after_optimizations\Z")
+# The device prefix of after_optimizations: cpu, sm_<major>.<minor>[a]_gpu (CUDA), gfx..._gpu
+# (ROCm), or none (XLA before 2021).  Device names may hold a dot, module names may too.
+_AFTER_OPT_RE = re.compile(
+    r"(.+?)\.(?:(cpu|sm_[0-9]+\.[0-9]+[a-z]*_gpu|[A-Za-z0-9]+_gpu|[A-Za-z0-9_]+?)_)?after_optimizations\Z")
+# Text files XLA writes beside the HLO that are not HLO (matched at the end of the name, so a
+# module called `jit_schedule` is still read).  Other extensions (.pb, .dot, .html, .ll, .ptx,
+# .json, ...) never match _MODULE_RE.
 _NOT_HLO = re.compile(
-    r"(buffer-assignment|memory-usage-report|live-range|debug_options|autotune|\.ir-|\.ll\Z|\.ptx\Z|"
-    r"\.pb\Z|\.pbtxt\Z|\.dot\Z|\.html\Z|\.json\Z|obj-file|thunk_sequence|schedule)"
+    r"(?:-buffer-assignment|-memory-usage-report|-live[-_]range|\.thunk_sequence[\w\-]*|"
+    r"\.debug_options|\.autotune_results|\.execution_options|\.gpu_target_config)\Z"
 )
 
 #: The passes each fusion pipeline runs, by the names XLA gives them in dump file names.
@@ -69,13 +75,12 @@ class DumpFile:
 
 def classify(path: Path) -> DumpFile | None:
     """What an XLA dump file is, or None when it is not HLO text."""
-    name = path.name
-    if _NOT_HLO.search(name):
-        return None
-    m = _MODULE_RE.match(name)
+    m = _MODULE_RE.match(path.name)
     if m is None:
         return None
     module_id, rest = int(m.group(1)), m.group(2)
+    if _NOT_HLO.search(rest):
+        return None
     if rest.endswith(".before_optimizations"):
         return DumpFile(path, module_id, rest[: -len(".before_optimizations")], "before_optimizations")
     if rest.endswith(".priority_fusion_dump"):
@@ -87,8 +92,6 @@ def classify(path: Path) -> DumpFile | None:
     m_after = _AFTER_OPT_RE.match(rest)
     if m_after is not None:
         module, device = m_after.groups()
-        if "." in module and device is None:
-            module, _, device = module.rpartition(".")
         return DumpFile(path, module_id, module, "after_optimizations", device=device or None)
     return None
 

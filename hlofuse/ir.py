@@ -386,12 +386,15 @@ class StackFrameIndex:
     function_names: Mapping[int, str] = field(default_factory=dict)
     #: id → (file_name_id, function_name_id, line, column)
     file_locations: Mapping[int, tuple[int, int, int, int]] = field(default_factory=dict)
-    #: id → (file_location_id, parent_frame_id); parent 0 means none
+    #: id → (file_location_id, parent's frame id); 0 means no parent.  XLA's text prints
+    #: `parent_frame_id` one higher than the parent's id (a root frame prints 1); the parser
+    #: stores the parent's real id here.
     frames: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     #: The section lines as printed, so the printer reproduces them.
     text: str = ""
 
     def location(self, frame_id: int) -> SourceLocation | None:
+        """The source position of one frame (the innermost one of an instruction's stack)."""
         frame = self.frames.get(frame_id)
         if frame is None:
             return None
@@ -402,6 +405,19 @@ class StackFrameIndex:
         return SourceLocation(
             self.file_names.get(file_id), line, self.function_names.get(func_id), column
         )
+
+    def chain(self, frame_id: int) -> tuple[SourceLocation, ...]:
+        """The whole user stack of a frame, innermost first (the frame itself, its caller, ...
+        up to the outermost call).  Stops at a frame the tables do not hold, or at a cycle."""
+        out: list[SourceLocation] = []
+        seen: set[int] = set()
+        while frame_id and frame_id in self.frames and frame_id not in seen:
+            seen.add(frame_id)
+            loc = self.location(frame_id)
+            if loc is not None:
+                out.append(loc)
+            frame_id = self.frames[frame_id][1]
+        return tuple(out)
 
     def __bool__(self) -> bool:
         return bool(self.text)
