@@ -1,0 +1,75 @@
+"""hlofuse.graph: XLA's fusion primitives, post order and names, on small modules."""
+
+from __future__ import annotations
+
+import hlofuse
+from hlofuse.graph import NameUniquer, Program, create_fusion, fuse_instruction, fuse_into_multi_output
+
+EXP_MUL = """HloModule m
+ENTRY e {
+  p0 = f32[4] parameter(0)
+  p1 = f32[4] parameter(1)
+  e = f32[4] exponential(p0)
+  m = f32[4] multiply(e, p1)
+  n = f32[4] negate(e)
+  ROOT t = (f32[4], f32[4]) tuple(m, n)
+}
+"""
+
+
+def test_post_order_is_xlas_dfs_from_userless_instructions():
+    prog = Program.from_module(hlofuse.loads(EXP_MUL))
+    assert [n.name for n in prog.entry.post_order()] == ["p0", "e", "p1", "m", "n", "t"]
+
+
+def test_fusing_a_producer_renumbers_parameters_as_xla_does():
+    # XLA: multiply(exponential(p0), p1) becomes fusion(p1, p0) (docs/xla/legacy-gpu-pipeline.md §2.6)
+    prog = Program.from_module(hlofuse.loads(EXP_MUL))
+    g = prog.entry
+    fusion = create_fusion(g["m"], "kLoop", "exponential_multiply_fusion")
+    clone = fuse_instruction(fusion, g["e"])
+    assert [op.name for op in fusion.operands] == ["p1", "p0"]
+    assert [p.parameter_number for p in fusion.fused.parameters] == [0, 1]
+    assert clone.opcode == "exponential" and clone.origin == ("e",)
+    # `e` keeps its other user, so it stays outside (duplicated into the fusion)
+    assert g.get("e") is not None and [u.name for u in g["e"].users] == ["n"]
+    assert set(fusion.members()) == {"e", "m"}
+
+
+def test_fused_program_prints_and_parses_back():
+    prog = Program.from_module(hlofuse.loads(EXP_MUL))
+    g = prog.entry
+    f1 = create_fusion(g["m"], "kLoop")
+    fuse_instruction(f1, g["e"])
+    f2 = create_fusion(g["n"], "kLoop")
+    fuse_instruction(f2, g["e"])
+    g.remove(g["e"])
+    module = prog.to_module()
+    again = hlofuse.loads(hlofuse.dumps(module))
+    assert again == module
+    fusions = [i for i in again.entry.instructions if i.opcode == "fusion"]
+    assert len(fusions) == 2 and all(i.fusion_kind == "kLoop" for i in fusions)
+    assert "exponential" not in {i.opcode for i in again.entry.instructions}
+
+
+def test_multi_output_fusion_reads_outputs_through_get_tuple_element():
+    prog = Program.from_module(hlofuse.loads(EXP_MUL))
+    g = prog.entry
+    fusion = create_fusion(g["n"], "kLoop")
+    fuse_into_multi_output(fusion, g["m"])
+    assert fusion.shape.is_tuple and len(fusion.shape.tuple_shapes) == 2
+    root_ops = [op.opcode for op in g.root.operands]
+    assert root_ops == ["get-tuple-element", "get-tuple-element"]
+    indices = sorted(int(op.attr("index")) for op in g.root.operands)
+    assert indices == [0, 1]
+    module = prog.to_module()
+    assert hlofuse.loads(hlofuse.dumps(module)) == module
+
+
+def test_name_uniquer_follows_xla():
+    names = NameUniquer()
+    names.reserve("add.5")
+    assert names.get("add") == "add"
+    assert names.get("add.5") != "add.5"
+    assert names.get("param_0") == "param_0"
+    assert names.get("param_0") == "param_0.1"

@@ -1,0 +1,70 @@
+"""The rule registry: every rule is documented, referenced and selectable, and relaxation
+refuses rules that protect correctness."""
+
+from __future__ import annotations
+
+import pytest
+
+from hlofuse.errors import NotRelaxable, UnknownRuleRef
+from hlofuse.rules import HEADINGS, XLA_COMMITS, Candidate, XlaRef, evaluate, find, load_all, resolve_relax, rule
+
+RULES = load_all()
+
+
+def test_rule_ids_and_names_are_unique_and_well_formed():
+    ids = [r.id for r in RULES.values()]
+    names = [r.name for r in RULES.values()]
+    assert len(ids) == len(set(ids))
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("rule_id", sorted(RULES))
+def test_every_rule_is_documented_and_pinned(rule_id):
+    r = RULES[rule_id]
+    for heading in HEADINGS:
+        assert heading in r.doc, f"{rule_id}: docstring lacks '{heading}'"
+    assert r.summary and not r.summary.endswith(":")
+    assert r.xla.file.startswith("xla/"), f"{rule_id}: XLA reference should name a file of xla/"
+    assert r.xla.commit in XLA_COMMITS.values(), f"{rule_id}: XLA commit {r.xla.commit} is not a pinned one"
+    assert r.pipelines and set(r.pipelines) <= {"legacy", "priority", "cpu", "any"}
+
+
+def test_unknown_reference_names_close_matches():
+    with pytest.raises(UnknownRuleRef, match="no rule matches"):
+        find(["definitely-not-a-rule-xyz"])
+
+
+def test_evaluate_stops_at_first_objection_and_records_relaxed_ones(monkeypatch):
+    from hlofuse import rules as registry
+
+    ref = XlaRef("xla/service/test.cc", "Test", "nope", XLA_COMMITS["legacy"])
+    saved = dict(registry.REGISTRY)
+    try:
+        @rule(id="ZZ-TEST-FIRST", name="zz-test-first", passes=("t",), pipelines=("legacy",), tags=("zz",),
+              relaxable=True, xla=ref, message="first {n}")
+        def first(c):
+            """First.
+
+            What it checks: x. Why XLA does this: y. Example: z. Relaxing: w."""
+            return {"n": 1}
+
+        @rule(id="ZZ-TEST-SECOND", name="zz-test-second", passes=("t",), pipelines=("legacy",), tags=("zz-legal",),
+              relaxable=False, xla=ref, message="second")
+        def second(c):
+            """Second.
+
+            What it checks: x. Why XLA does this: y. Example: z. Relaxing: w."""
+            return {}
+
+        cand = Candidate(None, None, None)
+        blocked = evaluate(["ZZ-TEST-FIRST", "ZZ-TEST-SECOND"], cand)
+        assert blocked.blocked_by.id == "ZZ-TEST-FIRST" and blocked.blocked_by.reason(blocked.facts) == "first 1"
+        relaxed = evaluate(["ZZ-TEST-FIRST", "ZZ-TEST-SECOND"], cand, resolve_relax(["zz"]))
+        assert relaxed.blocked_by.id == "ZZ-TEST-SECOND" and relaxed.relaxed == ("ZZ-TEST-FIRST",)
+        with pytest.raises(NotRelaxable):
+            resolve_relax(["ZZ-TEST-SECOND"])
+        with pytest.raises(NotRelaxable):
+            resolve_relax(["zz-legal"])
+    finally:
+        registry.REGISTRY.clear()
+        registry.REGISTRY.update(saved)
