@@ -52,7 +52,8 @@ def parse_spec(text: str, name: str) -> DeviceSpec:
     fields: dict[str, str] = {}
     for key, value in _FIELD_RE.findall(text):
         fields.setdefault(key, value)
-    cc = re.search(r"cuda_compute_capability\s*\{\s*major:\s*(\d+)\s*minor:\s*(\d+)", text)
+    # `minor` is left out when it is 0 (proto text omits default values: h100_sxm says only `major: 9`).
+    cc = re.search(r"cuda_compute_capability\s*\{\s*major:\s*(\d+)(?:\s*minor:\s*(\d+))?", text)
 
     def num(key, default=0, kind=int):
         try:
@@ -81,7 +82,7 @@ def parse_spec(text: str, name: str) -> DeviceSpec:
         clock_rate_ghz=num("clock_rate_ghz", 1.0, float),
         device_memory_size=num("device_memory_size", 0),
         shared_memory_per_block_optin=num("shared_memory_per_block_optin", 0),
-        compute_capability=(int(cc.group(1)), int(cc.group(2))) if cc else (0, 0),
+        compute_capability=(int(cc.group(1)), int(cc.group(2) or 0)) if cc else (0, 0),
         registers_per_core_limit=num("registers_per_core_limit", 65536),
         registers_per_block_limit=num("registers_per_block_limit", 65536),
         platform=fields.get("platform_name", '"CUDA"').strip('"'),
