@@ -15,8 +15,14 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def shared_dir() -> Path:
-    """The team's shared folder (corpus, specifications): $HLOFUSE_SHARED or ../shared."""
-    return Path(os.environ.get("HLOFUSE_SHARED", REPO.parent / "shared"))
+    """The team's shared folder (corpus, specifications): $HLOFUSE_SHARED, ../shared, or
+    /work/shared (where CI machines keep it when the checkout lives elsewhere)."""
+    if os.environ.get("HLOFUSE_SHARED"):
+        return Path(os.environ["HLOFUSE_SHARED"])
+    for candidate in (REPO.parent / "shared", Path("/work/shared")):
+        if candidate.is_dir():
+            return candidate
+    return REPO.parent / "shared"
 
 
 def read_text(path: str | os.PathLike) -> str:
