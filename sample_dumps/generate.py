@@ -35,6 +35,14 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SPEC_DIR = REPO / "hlofuse" / "data" / "gpu_specs"
 
+# The XLA commit each jaxlib was built from: jaxlib/version.py's _git_hash is the jax commit
+# (tags jax-v0.10.2 and jax-v0.4.35); that commit's third_party/xla/revision.bzl (0.10.2) or
+# third_party/xla/workspace.bzl (0.4.35) names XLA_COMMIT.
+XLA_COMMITS = {
+    "0.10.2": "5a9e73cbd92530cac2ac36f4736a774b2412afe2",
+    "0.4.35": "76da730179313b3bebad6dea6861768421b7358c",
+}
+
 # GPU short name -> description file (the paper's RTX 2080 Ti and XLA's H100 SXM).
 GPUS = {"h100": "h100_sxm.txtpb", "rtx2080ti": "rtx2080ti.txtpb"}
 
@@ -372,6 +380,20 @@ def run_build(build: str, out_root: Path, only: list[str] | None, gpus: list[str
             }
             how = f"link to {same_as}" if same_as else f"kept {len(keep)} files"
             print(f"[{folder}] {name}: {how} ({time.time() - t0:.1f}s)", flush=True)
+    manifest.setdefault("builds", {})[build] = {
+        "jax_version": versions,
+        "xla_commit": XLA_COMMITS.get(versions.get("jaxlib")),
+        "platform": cfg["platform"],
+        "gpus": cfg["gpus"],
+        "xla_dump_hlo_pass_re": pass_re,
+        "compiler_options": cfg["options"],
+        "regenerate": f"python sample_dumps/generate.py --build {build}",
+    }
+    manifest["about"] = (
+        "Real XLA dumps; see README.md. Each program entry names its kept files by stage; "
+        "'snapshots' lists every per-pass snapshot XLA wrote around the fusion passes, "
+        "with 'same_as' (byte-identical to an earlier kept one) or 'omitted' (not kept, why)."
+    )
     manifest["programs"] = [entries[k] for k in sorted(entries)]
     manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     if failures:

@@ -240,6 +240,14 @@ def adam_update(step, *arrays):
     return new_p, new_m, new_v
 
 
+def sgd_update(*arrays):
+    """Plain SGD with weight decay over the Adam shapes: one output per parameter, so each
+    update is a single-output loop fusion (the shape of horizontal loop fusion's candidates)."""
+    n = len(ADAM_SHAPES)
+    params, grads = arrays[:n], arrays[n:]
+    return [p - 0.01 * (g + 1e-4 * p) for p, g in zip(params, grads)]
+
+
 def conv2d_bias_relu(x, w, b):
     """NHWC convolution, bias, ReLU (a library call on GPU followed by elementwise work)."""
     y = jax.lax.conv_general_dilated(
@@ -387,6 +395,8 @@ PROGRAMS: list[Program] = [
     Program("adam_update", adam_update,
             (_a(dtype=I32),) + tuple(_a(*s) for _ in range(4) for s in ADAM_SHAPES),
             description="Adam over 7 parameter arrays of different shapes"),
+    Program("sgd_update", sgd_update, tuple(_a(*s) for _ in range(2) for s in ADAM_SHAPES),
+            description="SGD over 7 parameter arrays of different shapes"),
     Program("conv2d_bias_relu", conv2d_bias_relu, (_a(8, 32, 32, 16), _a(3, 3, 16, 32), _a(32)),
             description="conv 3x3 + bias + relu", group="extra"),
     Program("rnn_scan", rnn_scan, (_a(32, 16, 64), _a(16, 128), _a(64, 128), _a(128, 128),

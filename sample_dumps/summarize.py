@@ -253,8 +253,8 @@ def collect(root: Path = HERE) -> list[dict]:
 def table(rows: list[dict]) -> str:
     lines = [
         "| folder | program | variant | entry kernels | loop: trip count | kernels per "
-        "iteration (body + cond) | copies per iteration | boundaries in the loop |",
-        "|---|---|---|---|---|---|---|---|",
+        "iteration (body + cond) | copies per iteration | boundaries in the loop | regenerate |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         e, s = r["entry"], r["summary"]
@@ -269,8 +269,10 @@ def table(rows: list[dict]) -> str:
                              for k, lp in enumerate(loops))
         else:
             trip = per = copies = bnd = "–"
+        gpu = f" --gpu {e['gpu']}" if e.get("gpu") else ""
+        cmd = f"`generate.py --build {e['build']}{gpu} --program {e['program']}`"
         lines.append(f"| {e['folder']} | {e['program']} | {e.get('variant') or e.get('description', '')} | "
-                     f"{s.entry_kernels} | {trip} | {per} | {copies} | {bnd} |")
+                     f"{s.entry_kernels} | {trip} | {per} | {copies} | {bnd} | {cmd} |")
     return "\n".join(lines)
 
 
