@@ -10,7 +10,8 @@ module into computations and instructions with regular expressions, which is eno
 
 What counts as a kernel: every instruction of a computation that launches work on the device,
 i.e. fusions, custom calls and any other op except parameter, constant, tuple,
-get-tuple-element, bitcast and control flow (while, conditional, call), which are not kernels.
+get-tuple-element, bitcast and control flow (while, conditional, call), which are not kernels;
+the kernels of a `call`ed computation (legacy command buffers) are counted where it is called.
 `copy` instructions are counted apart (XLA:GPU runs them as device-to-device copies).
 Per loop iteration: the kernels of the while body plus those of its condition.
 """
@@ -139,8 +140,30 @@ def is_kernel(ins: Instr) -> bool:
     return ins.opcode not in NOT_KERNELS and ins.opcode != "copy"
 
 
-def kernel_names(comp: Comp) -> list[Instr]:
-    return [i for i in comp.instrs if is_kernel(i)]
+def kernel_names(comp: Comp, comps: dict[str, Comp] | None = None) -> list[Instr]:
+    """Kernels of `comp`, including those of computations it `call`s: the legacy build wraps
+    runs of kernels in `command_buffer` computations (CUDA graphs) called from the entry."""
+    out = []
+    for i in comp.instrs:
+        if is_kernel(i):
+            out.append(i)
+        elif i.opcode == "call" and comps is not None:
+            callee = _attr(i, "to_apply") or _attr(i, "calls")
+            if callee in comps:
+                out += kernel_names(comps[callee], comps)
+    return out
+
+
+def copies(comp: Comp, comps: dict[str, Comp]) -> int:
+    n = 0
+    for i in comp.instrs:
+        if i.opcode == "copy":
+            n += 1
+        elif i.opcode == "call":
+            callee = _attr(i, "to_apply") or _attr(i, "calls")
+            if callee in comps:
+                n += copies(comps[callee], comps)
+    return n
 
 
 def _target(ins: Instr) -> str:
@@ -197,7 +220,7 @@ def summarize_text(text: str) -> Summary:
     loops = []
     for w, body, cond in while_loops(comps):
         trip = re.search(r'known_trip_count":\{"n":"(\d+)"', w.attrs)
-        bk, ck = kernel_names(body), kernel_names(cond)
+        bk, ck = kernel_names(body, comps), kernel_names(cond, comps)
         root = body.root()
         concat_kernels = {i.name: kernel_readers(body, i.name) for i in bk
                           if _contains(comps, i, "concatenate")}
@@ -207,7 +230,7 @@ def summarize_text(text: str) -> Summary:
             "body_kernels": len(bk),
             "cond_kernels": len(ck),
             "per_iteration": len(bk) + len(ck),
-            "body_copies": sum(i.opcode == "copy" for i in body.instrs),
+            "body_copies": copies(body, comps),
             "fusions": sum(i.opcode == "fusion" for i in bk),
             "custom_calls": sorted(_target(i) for i in bk if i.opcode == "custom-call"),
             "other_ops": sorted(i.opcode for i in bk if i.opcode not in ("fusion",
@@ -217,8 +240,8 @@ def summarize_text(text: str) -> Summary:
             "concat_kernels": concat_kernels,
         })
     return Summary(
-        entry_kernels=len(kernel_names(entry)),
-        entry_copies=sum(i.opcode == "copy" for i in entry.instrs),
+        entry_kernels=len(kernel_names(entry, comps)),
+        entry_copies=copies(entry, comps),
         loops=loops,
     )
 
