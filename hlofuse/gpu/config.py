@@ -1,0 +1,81 @@
+"""Which GPU and which XLA an analysis answers for.
+
+XLA's GPU predicates read a few device fields (shared memory per block, warp size, core
+count...) and a few debug options (the MLIR emitter level, reduction epilogue fusion), and
+their code changed between the XLA of jaxlib 0.4.35 and that of jaxlib 0.10.2.  A `GpuConfig`
+carries all of that explicitly, so the same function answers for either era.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..device import DeviceSpec, load_gpu
+
+#: XLA 76da7301 (jaxlib 0.4.35): GpuInstructionFusion, FusionMerger, MultiOutputFusion, horizontal fusion.
+ERA_LEGACY = "2024"
+#: XLA 5a9e73cb (jaxlib 0.10.2): PriorityFusion and MultiOutputFusion.
+ERA_PRIORITY = "2026"
+
+_ERA_OF_PIPELINE = {"legacy": ERA_LEGACY, "priority": ERA_PRIORITY}
+
+
+@dataclass(frozen=True)
+class GpuConfig:
+    """The device and XLA settings GPU fusion analyses depend on."""
+
+    device: DeviceSpec
+    #: "2024" (legacy pipeline's XLA) or "2026" (priority fusion's XLA).
+    era: str = ERA_LEGACY
+    #: `xla_gpu_mlir_emitter_level`: 4 on CUDA builds of both eras; some XLA unit tests set 3,
+    #: which switches the cost model's basic-block-split limit on (legacy contract §6.4).
+    mlir_emitter_level: int = 4
+    #: `MinThreadsXRowReduction`: 1024, or 512 when XLA found a ptxas older than 12.2.  It sets
+    #: the race-free bound of row reductions (16 times this).
+    row_reduction_min_threads: int = 1024
+    #: `xla_gpu_enable_reduction_epilogue_fusion` (default true).
+    reduction_epilogue_fusion: bool = True
+
+    def __post_init__(self) -> None:
+        if self.era not in (ERA_LEGACY, ERA_PRIORITY):
+            raise ValueError(f"unknown XLA era {self.era!r}; expected {ERA_LEGACY!r} or {ERA_PRIORITY!r}")
+
+    @property
+    def legacy(self) -> bool:
+        return self.era == ERA_LEGACY
+
+    @property
+    def warp_size(self) -> int:
+        """The warp size reduction heuristics use: a constant 32 in 2024, the device's in 2026."""
+        return 32 if self.legacy else self.device.threads_per_warp
+
+    def replace(self, **changes) -> "GpuConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def gpu_config(ctx) -> GpuConfig:
+    """The GpuConfig of a replay context: `ctx.cache["gpu_config"]` when a caller set one
+    (the conformance runner does), else built from the context's device and pipeline."""
+    cached = ctx.cache.get("gpu_config")
+    if cached is None:
+        device = ctx.device or load_gpu(None)
+        cached = GpuConfig(device, _ERA_OF_PIPELINE.get(ctx.pipeline, ERA_LEGACY))
+        ctx.cache["gpu_config"] = cached
+    return cached
+
+
+def test_device() -> DeviceSpec:
+    """The device XLA's GPU unit tests use (`TestGpuDeviceInfo::RTXA6000DeviceInfo()`).
+
+    It differs from the shipped a6000.txtpb (clock 1.41 GHz, not 1.8; compute capability 8.9,
+    not 8.6), and those differences change the cost model's answers (legacy contract §10.1)."""
+    base = load_gpu("a6000")
+    return dataclasses.replace(
+        base, name="a6000-xla-tests", description="RTX A6000 as in XLA's unit tests",
+        threads_per_block_limit=1024, threads_per_warp=32, shared_memory_per_block=49152,
+        shared_memory_per_block_optin=101376, shared_memory_per_core=102400,
+        threads_per_core_limit=1536, core_count=84, fpus_per_core=128,
+        memory_bandwidth=768096000000, l2_cache_size=6291456, clock_rate_ghz=1.41,
+        device_memory_size=51050250240, compute_capability=(8, 9),
+    )

@@ -1,0 +1,193 @@
+"""Heroes: the instruction that decides how a fusion is emitted (a reduction, a tiled
+transpose, a concatenate) once trivial elementwise epilogues are looked through
+(ir_emission_utils.cc FindNonTrivialHero; gpu_fusible.cc GetRealHeroForMultiOutputFusion,
+FusionHeroesAreCompatible, ShapesCompatibleForMultiOutputFusion).
+
+Hero compatibility and shape compatibility return None when compatible, else XLA's reason
+string (the caller turns it into a rule decision)."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from ..attributes import dimensions
+from ..graph import Node
+from .config import GpuConfig
+from .properties import is_elementwise, is_multi_output_fusion
+from .reductions import is_contiguous_reduction, is_real_reduction_hero, reductions_mof_compatible
+from .shapes import equal, equal_ignoring_element_type, is_reshape_or_transpose_bitcast, reshape_is_bitcast, \
+    transpose_is_bitcast
+from .transposes import tiled_transpose
+
+
+def is_intermediate(node: Node, allowed_operand_count: int = 1) -> bool:
+    """IsIntermediate: 1..k operands and elementwise (a copy only when it keeps the shape and
+    layout), or a bitcast, or a reshape/transpose that is a bitcast."""
+    n = len(node.operands)
+    if n == 0 or n > allowed_operand_count:
+        return False
+    if is_elementwise(node):
+        if node.opcode == "copy":
+            return equal(node.shape, node.operands[0].shape)
+        return True
+    if node.opcode == "bitcast":
+        return True
+    if node.opcode == "reshape":
+        return reshape_is_bitcast(node.operands[0].shape, node.shape)
+    if node.opcode == "transpose":
+        return transpose_is_bitcast(node.operands[0].shape, node.shape, dimensions(node))
+    return False
+
+
+def _inside(node: Node, graph) -> bool:
+    """Whether `node` counts as inside the fusion being analysed: fused parameters stand for
+    outside values (XLA's fusion adaptor maps them to the fusion's operands)."""
+    return node.graph is graph and node.opcode != "parameter"
+
+
+def _find_unique_hero(start: Node, predicate, cfg: GpuConfig) -> Node | None:
+    """The private FindNonTrivialHero(root, predicate): a breadth-first search from `start`
+    towards operands inside the fusion, through intermediate ops (up to 3 operands), for
+    exactly one instruction matching `predicate`; nothing non-trivial may follow it."""
+    graph = start.graph
+    hero: Node | None = None
+    seen = {start.uid}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        if predicate(node):
+            if hero is not None:
+                return None
+            hero = node
+            continue
+        if not is_intermediate(node, 3):
+            continue
+        for op in node.operands:
+            if _inside(op, graph) and op.uid not in seen:
+                seen.add(op.uid)
+                queue.append(op)
+    if hero is None:
+        return None
+    # No non-trivial op may be reachable downstream (through users) of the hero.
+    seen = {hero.uid}
+    queue = deque(u for u in hero.users if u.graph is graph)
+    for u in queue:
+        seen.add(u.uid)
+    while queue:
+        node = queue.popleft()
+        if node.opcode not in ("tuple", "parameter") and not is_intermediate(node, 3):
+            return None
+        for user in node.users:
+            if user.graph is graph and user.uid not in seen:
+                seen.add(user.uid)
+                queue.append(user)
+    return hero
+
+
+def find_non_trivial_hero(node: Node, cfg: GpuConfig) -> Node:
+    """FindNonTrivialHero: walk up single-operand intermediate ops to the op that shapes the
+    kernel; prefer a unique tiled transpose, then a unique concatenate, then a reduce;
+    otherwise the instruction itself.  Meant for instructions inside fusion computations;
+    an unfused instruction is its own fusion (only itself is inside)."""
+    graph = node.graph
+    if graph is None or not graph.is_fusion_body:
+        return node  # a lone instruction: the fusion it forms holds only itself
+    hero = node
+    while is_intermediate(hero, 1) and _inside(hero.operands[0], graph):
+        hero = hero.operands[0]
+    transpose = _find_unique_hero(hero, lambda n: tiled_transpose(n, cfg) is not None, cfg)
+    if transpose is not None:
+        return transpose
+    concat = _find_unique_hero(hero, lambda n: n.opcode == "concatenate", cfg)
+    if concat is not None:
+        return concat
+    if hero.opcode != "reduce":
+        return node
+    return hero
+
+
+def real_hero(node: Node, cfg: GpuConfig) -> Node:
+    """GetRealHeroForMultiOutputFusion: the instruction itself if unfused; for a fusion, the
+    hero of the (first) root that is a real reduction hero or a tiled transpose, else the
+    (first) root."""
+    if node.opcode != "fusion":
+        return node
+    root = node.fused.root
+    if not is_multi_output_fusion(node):
+        hero = find_non_trivial_hero(root, cfg)
+        if is_real_reduction_hero(root, hero, cfg) or tiled_transpose(hero, cfg) is not None:
+            return hero
+        return root
+    for inst in root.operands:
+        hero = find_non_trivial_hero(inst, cfg)
+        if is_real_reduction_hero(inst, hero, cfg) or tiled_transpose(hero, cfg) is not None:
+            return hero
+    return root.operands[0]
+
+
+def heroes_incompatibility(hero1: Node, hero2: Node, cfg: GpuConfig) -> str | None:
+    """FusionHeroesAreCompatible: None, or XLA's reason why one kernel cannot be emitted
+    around both heroes."""
+    reduce1, reduce2 = is_contiguous_reduction(hero1, cfg), is_contiguous_reduction(hero2, cfg)
+    tr1, tr2 = tiled_transpose(hero1, cfg), tiled_transpose(hero2, cfg)
+    if reduce1 and reduce2 and not reductions_mof_compatible(hero2, hero1):
+        return "tiled reductions with different shapes"
+    if tr1 is not None and tr2 is not None and not tr1.is_equivalent(tr2, era_2026=not cfg.legacy):
+        return "tiled transposes with different shapes"
+    if not cfg.legacy:
+        nested1 = hero1.opcode == "transpose" and tr1 is None
+        nested2 = hero2.opcode == "transpose" and tr2 is None
+        if ((tr1 is not None or reduce1) and nested2) or ((tr2 is not None or reduce2) and nested1):
+            return "multi-output fusion of a nested transpose with an unnested hero op"
+    if (tr1 is not None and reduce2) or (reduce1 and tr2 is not None):
+        return "MOF-fusion of a transpose and a reduction" if cfg.legacy \
+            else "multi-output fusion of a transpose and a reduction"
+    if tr1 is not None or tr2 is not None:
+        fusion1 = hero1.graph.fusion_owner if hero1.graph is not None else None
+        fusion2 = hero2.graph.fusion_owner if hero2.graph is not None else None
+        if fusion1 is not None and fusion2 is not None:
+            if tr1 is not None and fusion1 in fusion2.operands:
+                param = fusion2.fused_parameter(fusion2.operand_index(fusion1))
+                if not _path_of_intermediate_ops(param):
+                    return "tiled transpose would become untiled"
+            elif tr2 is not None and fusion2 in fusion1.operands:
+                param = fusion1.fused_parameter(fusion1.operand_index(fusion2))
+                if not _path_of_intermediate_ops(param):
+                    return "tiled transpose would become untiled"
+    return None
+
+
+def _path_of_intermediate_ops(param: Node) -> bool:
+    """The parameter has one user and the chain from it to the root is intermediate ops."""
+    if len(param.users) != 1:
+        return False
+    node = param.users[0]
+    while node.users:
+        if not is_intermediate(node, 1):
+            return False
+        node = node.users[0]
+    return True
+
+
+def loop_shape(hero: Node, cfg: GpuConfig):
+    """The shape a multi-output fusion around `hero` iterates over: a contiguous reduction's
+    or tiled transpose's input shape, else the hero's own shape."""
+    h = find_non_trivial_hero(hero, cfg) if hero.graph is not None and hero.graph.is_fusion_body else hero
+    if is_contiguous_reduction(hero, cfg) or tiled_transpose(h, cfg) is not None:
+        return h.operands[0].shape
+    return hero.shape
+
+
+def shapes_incompatibility(a: Node, b: Node, cfg: GpuConfig) -> str | None:
+    """ShapesCompatibleForMultiOutputFusion: None, or why `a` and `b` cannot share one
+    parallel loop (their heroes clash, or their loop shapes differ beyond a bitcast)."""
+    hero1, hero2 = real_hero(a, cfg), real_hero(b, cfg)
+    reason = heroes_incompatibility(hero1, hero2, cfg)
+    if reason is not None:
+        return reason
+    l1, l2 = loop_shape(hero1, cfg), loop_shape(hero2, cfg)
+    accept_unequal = not l1.is_tuple and not l2.is_tuple
+    if not equal_ignoring_element_type(l1, l2) and (
+            not accept_unequal or not is_reshape_or_transpose_bitcast(l1, l2, ignore_element_type=True)):
+        return "different loop shapes"
+    return None
