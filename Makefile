@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-DEMO   ?= sample_dumps/gpu-legacy-rtx2080ti/cartpole_b_concat
+DEMO   ?= sample_dumps/gpu-legacy-rtx2080ti/cartpole_b_concat_vecdone
 
 .PHONY: demo test venv graphviz samples bench clean
 
