@@ -56,6 +56,52 @@ class Context:
     def record(self, decision: Decision) -> None:
         self.decisions.append(decision)
 
+    def decide(self, rule_ids, candidate, *, pass_name: str | None = None, record: bool = True):
+        """Ask `rule_ids` about `candidate` (XLA's FusionDecision order, relaxation applied) and
+        record the one Decision this candidate pair yields; returns the rules' Outcome."""
+        from .rules import evaluate
+
+        outcome = evaluate(rule_ids, candidate, self.relaxed)
+        if record:
+            self.record(decision_from(pass_name or self.pass_name, candidate.producer, candidate.consumer,
+                                      outcome))
+        return outcome
+
+
+def decision_from(pass_name: str, producer: Node, consumer: Node, outcome) -> Decision:
+    """The Decision for one candidate pair from the rules' Outcome: fused, relaxed (fused only
+    because the user relaxed a rule that objected), or blocked with the rule's facts."""
+    from .decision import Verdict
+
+    graph = consumer.graph or producer.graph
+    source = _source(producer) or _source(consumer)
+    common = dict(pass_name=pass_name, producer=producer.name, consumer=consumer.name,
+                  relaxed=tuple(outcome.relaxed), computation=graph.name if graph is not None else None,
+                  producer_members=producer.members(), consumer_members=consumer.members(), source=source)
+    rule = outcome.blocked_by
+    if rule is None:
+        verdict = Verdict.RELAXED if outcome.relaxed else Verdict.FUSED
+        return Decision(verdict=verdict, **common)
+    xla_reason = rule.xla.message
+    if xla_reason and "{" in xla_reason:
+        try:
+            xla_reason = xla_reason.format(**outcome.facts)
+        except (KeyError, IndexError, ValueError):
+            pass
+    return Decision(verdict=Verdict.BLOCKED, rule=rule.id, reason=rule.reason(outcome.facts),
+                    xla_reason=xla_reason, facts=dict(outcome.facts), **common)
+
+
+def _source(node: Node):
+    """Where the user's code made `node` (its metadata, or the module's stack frames)."""
+    from .attributes import source_location
+
+    graph = node.graph
+    module = graph.program.source if graph is not None else None
+    if module is None or not node.attr("metadata"):
+        return None
+    return source_location(module, node)
+
 
 #: Explains, on an already fused graph, why `producer` (a kernel's output) was not fused
 #: into `consumer`: returns the Decision (verdict BLOCKED, with rule and facts), or None when
