@@ -51,7 +51,9 @@ class NameUniquer:
         if want not in used:
             used.add(want)
             return root if (n is None and want == 0) else f"{root}.{want}"
-        k = max(self._next.get(root, 1), 1)
+        # XLA's SequentialIdGenerator: the counter starts at 0 and only moves forward
+        # (a clone of `add.15` becomes `add.0` while 0 is free).
+        k = self._next.get(root, 0)
         while k in used:
             k += 1
         used.add(k)

@@ -1,0 +1,357 @@
+"""XLA:CPU's fusion passes as jaxlib 0.10.2 runs them (docs/xla/cpu-fusion.md):
+
+  0. library fusions: XLA:CPU's `dot-library-rewriter` turns dots, convolutions and large
+     reductions (with neighbours) into `kind=kCustom` fusions marked
+     `"fusion_config":{"kind":"__ynn_fusion"}` *before* the fusion passes, so XLA's
+     before-fusion snapshot already holds them.  The replay keeps them as kernels (nothing is
+     fused into or out of them: rules CPU-CUSTOM-FUSION-CONSUMER and CPU-NOT-LOOP-FUSIBLE).
+     `Options.library_fusion=False` replays XLA without library fusion
+     (`xla_cpu_experimental_ynn_fusion_type=""`): library fusions found in the input are
+     inlined back into plain instructions first (approximate: without YNN, XLA's earlier
+     passes also shape reductions differently).
+  1. `fusion`: the generic InstructionFusion driver with CpuInstructionFusion's policy.
+  2. `fusion-wrapper`: every remaining instruction the new CPU emitters handle becomes a
+     one-instruction kLoop fusion `wrapped_<opcode>`.
+
+`--passes fusion` replays (1) alone, which is what XLA dumps as
+`...after_fusion.before_fusion-wrapper.txt`; the default replays (1) and (2).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import graph as g
+from ..decision import Decision, Verdict
+from ..pipeline import register_pipeline
+from ..rules import Outcome
+from ..rules import cpu as rc
+from ..rules import instruction_fusion as rif
+from .instruction_fusion import FusionPolicy, FusionRun, InstructionFusion, source_location
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..graph import Graph, Node, Program
+    from ..pipeline import Context
+
+# ------------------------------------------------------------------------------------------
+# 1. fusion: CpuInstructionFusion
+# ------------------------------------------------------------------------------------------
+
+#: emitters::IsSupportedElementalOp is true for every opcode except these.
+_NOT_ELEMENTAL_EMITTER_OPS = frozenset({
+    "add-dependency", "after-all", "all-gather", "all-gather-start", "all-gather-done", "all-reduce",
+    "all-reduce-start", "all-reduce-done", "all-to-all", "async-start", "async-update", "async-done",
+    "batch-norm-grad", "batch-norm-inference", "batch-norm-training", "cholesky", "collective-permute",
+    "collective-permute-start", "collective-permute-done", "copy-start", "copy-done", "custom-call", "domain",
+    "dynamic-reshape", "fft", "fusion", "get-dimension-size", "opt-barrier", "infeed", "outfeed",
+    "partition-id", "recv", "recv-done", "reduce-scatter", "replica-id", "rng", "rng-bit-generator",
+    "rng-get-and-update-state", "scatter", "select-and-scatter", "send", "send-done", "set-dimension-size",
+    "sort", "topk", "triangular-solve", "while", "conditional", "stochastic-convert", "call",
+})
+
+
+class CpuPolicy(FusionPolicy):
+    """CpuInstructionFusion: XLA:CPU's ShouldFuse, IsExpensive, ChooseKind and the
+    code-duplication bookkeeping of its FuseInstruction override."""
+
+    def __init__(self, may_duplicate: bool = True, use_fusion_emitters: bool = True):
+        super().__init__(may_duplicate)
+        self.use_fusion_emitters = use_fusion_emitters
+
+    def start_run(self, run: FusionRun) -> None:
+        run.indexing_evaluations.clear()
+        run.cache["cpu_skip"] = self._instructions_to_skip(run.program)
+
+    def _instructions_to_skip(self, program: "Program") -> set[int]:
+        """ComputeInstructionsToSkip: custom fusions themselves, and the bodies of custom calls
+        and of instructions whose sub-computations the fusion emitters emit themselves."""
+        skip: set[int] = set()
+        for graph in program.graph_order():
+            for node in graph:
+                called = [program.graphs[c] for c in node.called if c in program.graphs]
+                if node.opcode == "fusion" and node.fusion_kind == "kCustom":
+                    skip.add(node.uid)
+                elif node.opcode == "custom-call":
+                    for body in called[:1]:
+                        skip.update(n.uid for n in body)
+                elif self._blocks_subcomputations(node):
+                    for body in called:
+                        skip.update(n.uid for n in body)
+        return skip
+
+    def _blocks_subcomputations(self, node: "Node") -> bool:
+        if not self.use_fusion_emitters:
+            return False
+        return node.opcode == "scatter" or node.opcode not in _NOT_ELEMENTAL_EMITTER_OPS
+
+    def should_fuse(self, run: FusionRun, consumer: "Node", operand_index: int) -> Outcome:
+        first = run.evaluate(rc.CPU_SHOULD_FUSE_BEFORE_OUTPUT, consumer, operand_index)
+        if not first.allowed or rc.can_be_output_fused(consumer.operands[operand_index], consumer):
+            return first
+        second = run.evaluate(rc.CPU_SHOULD_FUSE_AFTER_OUTPUT, consumer, operand_index)
+        return Outcome(second.blocked_by, second.facts, first.relaxed + second.relaxed)
+
+    def is_expensive(self, node: "Node") -> bool:
+        return rc.is_expensive(node)
+
+    def choose_kind(self, producer: "Node", consumer: "Node") -> str:
+        return rc.choose_kind(producer, consumer)
+
+    def fuse_instruction(self, run: FusionRun, fusion: "Node", producer: "Node") -> "Node":
+        if not self.may_duplicate:
+            return g.fuse_instruction(fusion, producer)
+        evaluation = run.indexing_evaluation(fusion)
+        users = evaluation.remove_operand(producer)
+        clone = g.fuse_instruction(fusion, producer)
+        evaluation.update(clone, users)
+        return clone
+
+
+def fusion_pass(program: "Program", ctx: "Context") -> bool:
+    """XLA:CPU's `fusion` pass (CpuInstructionFusion, may_duplicate as XLA's default)."""
+    if ctx.options.library_fusion is False:
+        inlined = inline_library_fusions(program)
+        if inlined:
+            ctx.notes.append(f"no-library mode: inlined {inlined} library fusion(s) of the input before `fusion`; "
+                             "XLA without YNN fusion also shapes reductions differently earlier, so this is approximate")
+    elif ctx.options.library_fusion is True and not any(
+            rc.library_fusion_kind(n) for gr in program.graphs.values() for n in gr):
+        ctx.notes.append("library fusion requested, but the input holds no library fusion and hlofuse does not "
+                         "replay XLA's dot-library-rewriter; replay from XLA's before-fusion snapshot")
+    return InstructionFusion(CpuPolicy()).run(program, ctx)
+
+
+def inline_library_fusions(program: "Program") -> int:
+    """Replace every library (kCustom) fusion by the instructions of its body."""
+    count = 0
+    for graph in program.non_fusion_graphs():
+        for node in graph.post_order():
+            if rc.library_fusion_kind(node) is not None:
+                inline_fusion(node)
+                count += 1
+    return count
+
+
+def inline_fusion(fusion: "Node") -> "Node":
+    """Put a fusion's body back into its computation (names kept); returns the new root."""
+    graph = fusion.graph
+    body = fusion.fused
+    mapping: dict[int, Node] = {}
+    for node in body.post_order():
+        if node.opcode == "parameter":
+            mapping[node.uid] = fusion.operands[node.parameter_number]
+            continue
+        copy = g.Node(node.name, node.opcode, node.shape, attrs=node.attrs, literal=node.literal,
+                      called=node.called, origin=node.origin, span=node.span)
+        graph.add(copy, unique_name=False)  # body names are unique module-wide already
+        for op in node.operands:
+            g.add_operand(copy, mapping[op.uid])
+        mapping[node.uid] = copy
+    root = mapping[body.root.uid]
+    graph.replace_instruction(fusion, root)
+    graph.program.remove_graph(body)
+    return root
+
+
+# ------------------------------------------------------------------------------------------
+# 2. fusion-wrapper: FusionWrapper (xla/service/cpu/fusion_wrapper.cc)
+# ------------------------------------------------------------------------------------------
+
+#: Opcodes FusionWrapper wraps with the new fusion emitters (scatter: always).
+WRAPPED_OPCODES = frozenset({
+    "abs", "add", "and", "atan2", "bitcast-convert", "broadcast", "cbrt", "ceil", "clamp", "count-leading-zeros",
+    "compare", "complex", "convert", "cosine", "divide", "dynamic-slice", "erf", "exponential",
+    "exponential-minus-one", "floor", "gather", "imag", "iota", "is-finite", "log", "log-plus-one", "map",
+    "maximum", "minimum", "multiply", "negate", "not", "or", "pad", "popcnt", "power", "real", "reduce",
+    "reduce-precision", "reduce-window", "remainder", "reshape", "reverse", "round-nearest-afz",
+    "round-nearest-even", "rsqrt", "select", "shift-left", "shift-right-arithmetic", "shift-right-logical",
+    "sign", "sine", "slice", "sqrt", "subtract", "tan", "tanh", "xor",
+})
+
+
+def must_wrap(node: "Node") -> bool:
+    """FusionWrapper::MustWrapInstruction with jaxlib 0.10.2's defaults (new emitters, tiled copy)."""
+    if node.opcode == "scatter" or node.opcode in WRAPPED_OPCODES:
+        return True
+    if node.opcode == "copy" and node.operands:
+        if node.shape == node.operands[0].shape:
+            return False  # a plain memcpy
+        return _tiling_type(node.shape.element_type)
+    return False
+
+
+def _tiling_type(element_type: str) -> bool:
+    if element_type == "pred":
+        return True
+    bits = node_bits(element_type)
+    return (bits >= 8 and not element_type.startswith("u") and element_type not in ("c64", "c128")
+            and not element_type.startswith("f8") and not element_type.startswith(("f4", "f6")))
+
+
+def node_bits(element_type: str) -> int:
+    from ..ir import ELEMENT_BITS
+
+    return ELEMENT_BITS.get(element_type, 0)
+
+
+def fusion_wrapper_pass(program: "Program", ctx: "Context") -> bool:
+    """Wrap each remaining instruction the emitters handle in a one-instruction kLoop fusion,
+    visiting the entry in post order and descending into loops, branches and calls."""
+    changed = False
+
+    def handle(node: "Node") -> None:
+        nonlocal changed
+        if node.opcode in ("conditional", "while", "call", "async-start"):
+            called = list(node.called)
+            if node.opcode == "while":  # XLA lists the body before the condition
+                called.sort(key=lambda name: 0 if name == node.attr("body") else 1)
+            for name in called:
+                inner = program.graphs.get(name.lstrip("%"))
+                if inner is not None:
+                    for sub in inner.post_order():
+                        handle(sub)
+            return
+        if node.graph is None or node not in node.graph or not must_wrap(node):
+            return
+        wrap(node)
+        changed = True
+
+    if program.entry is not None:
+        for node in program.entry.post_order():
+            handle(node)
+    return changed
+
+
+def wrap(node: "Node") -> "Node":
+    """Make `node` the only instruction of a new kLoop fusion `wrapped_<opcode>`."""
+    fusion = g.create_fusion(node, "kLoop", name=f"wrapped_{node.opcode}",
+                             computation_name=f"wrapped_{node.opcode}_computation")
+    control = node.attr("control-predecessors")
+    if control:
+        fusion.set_attr("control-predecessors", control)
+    return fusion
+
+
+# ------------------------------------------------------------------------------------------
+# Explaining boundaries of an already fused CPU module
+# ------------------------------------------------------------------------------------------
+
+
+def explain_boundary(producer: "Node", consumer: "Node", ctx: "Context") -> Decision | None:
+    """Which CPU rule keeps kernel `producer` and kernel `consumer` apart, on a fused module.
+
+    The fused module is flattened (every non-library fusion inlined, as before XLA's `fusion`
+    pass) and `fusion` is replayed on it once per program; the decision that replay made for
+    the producer's root and the consumer instruction that reads it is the answer.  When the
+    replay fused what XLA kept apart, the CPU rules are asked directly about that pair."""
+    program = producer.graph.program
+    key = ("cpu-explain", id(program))
+    if key not in ctx.cache:
+        ctx.cache[key] = _ExplainReplay(program, ctx)
+    return ctx.cache[key].explain(producer, consumer)
+
+
+class _ExplainReplay:
+    def __init__(self, program: "Program", ctx: "Context"):
+        from ..pipeline import Context as Ctx
+
+        flat_module = _flattened(program)
+        self.flat = g.Program.from_module(flat_module)
+        self.ctx = Ctx(ctx.options, "cpu", "cpu", None, ctx.relaxed)
+        self.ctx.pass_name = "fusion"
+        # the flat program before fusion, to ask rules directly when the replay disagrees
+        self.direct = g.Program.from_module(flat_module)
+        self.direct_fusion = InstructionFusion(CpuPolicy())
+        self.direct_run = FusionRun(self.direct_fusion, self.direct, self.ctx)
+        self.direct_fusion.policy.start_run(self.direct_run)
+        self.prepared: set[str] = set()
+        InstructionFusion(CpuPolicy()).run(self.flat, self.ctx)
+        self.by_pair: dict[tuple[str, str], Decision] = {}
+        for d in self.ctx.decisions:
+            for p in d.producer_members:
+                for c in d.consumer_members:
+                    self.by_pair[(p, c)] = d
+
+    def explain(self, producer: "Node", consumer: "Node") -> Decision | None:
+        value = _value_name(producer)
+        readers = _readers(consumer, producer)
+        for reader in readers:
+            found = self.by_pair.get((value, reader))
+            if found is not None and found.verdict == Verdict.BLOCKED:
+                return _as_boundary(found, producer, consumer)
+        return self._direct(value, readers, producer, consumer)
+
+    def _direct(self, value: str, readers: list[str], producer: "Node", consumer: "Node") -> Decision | None:
+        for graph in self.direct.graphs.values():
+            p = graph.get(value)
+            if p is None:
+                continue
+            if graph.name not in self.prepared:
+                self.direct_run.fuse_computation(graph, fuse_it=False)
+                self.prepared.add(graph.name)
+            for reader in readers:
+                c = graph.get(reader)
+                if c is None or not any(op is p for op in c.operands):
+                    continue
+                i = c.operand_index(p)
+                self.direct_run.graph = graph
+                if not rif.is_fusible(c) and c.opcode != "fusion":
+                    outcome = self.direct_run.evaluate(("IF-CONSUMER-NOT-FUSIBLE",), c, i)
+                elif not rif.is_fusible(p):
+                    outcome = self.direct_run.evaluate(("IF-PRODUCER-NOT-FUSIBLE",), c, i)
+                else:
+                    outcome = self.direct_run.evaluate(("IF-DO-NOT-DUPLICATE",), c, i)
+                    if outcome.allowed:
+                        outcome = self.direct_fusion.policy.should_fuse(self.direct_run, c, i)
+                if outcome.blocked_by is not None:
+                    r = outcome.blocked_by
+                    return Decision("fusion", producer.name, consumer.name, Verdict.BLOCKED, r.id,
+                                    r.reason(outcome.facts), r.xla.message, dict(outcome.facts), outcome.relaxed,
+                                    producer.graph.name, producer.members(), consumer.members(),
+                                    source_location(producer.graph.program, producer))
+        return None
+
+
+def _value_name(producer: "Node") -> str:
+    """The instruction whose value leaves a kernel: a fusion's root, else the node itself."""
+    node = producer
+    while node.fused is not None and node.fusion_kind != "kCustom":
+        node = node.fused.root
+    return node.name
+
+
+def _readers(consumer: "Node", producer: "Node") -> list[str]:
+    """The instructions inside `consumer` that read `producer`'s value."""
+    if consumer.fused is None or consumer.fusion_kind == "kCustom":
+        return [consumer.name]
+    out: list[str] = []
+    for i, op in enumerate(consumer.operands):
+        if op is not producer:
+            continue
+        out.extend(user.name for user in consumer.fused.parameters[i].users)
+    return out or [consumer.name]
+
+
+def _as_boundary(found: Decision, producer: "Node", consumer: "Node") -> Decision:
+    return Decision(found.pass_name, producer.name, consumer.name, found.verdict, found.rule, found.reason,
+                    found.xla_reason, found.facts, found.relaxed, producer.graph.name, producer.members(),
+                    consumer.members(), found.source)
+
+
+def _flattened(program: "Program"):
+    """The module with every non-library fusion inlined (a copy; `program` is not touched)."""
+    copy = g.Program.from_module(program.to_module())
+    for graph in copy.non_fusion_graphs():
+        for node in graph.post_order():
+            if node.opcode == "fusion" and node.fusion_kind != "kCustom" and node.fused is not None:
+                inline_fusion(node)
+    return copy.to_module()
+
+
+def _explain_description() -> str:
+    return ("XLA:CPU (jaxlib 0.10.2): library fusions kept as they are, then fusion (CpuInstructionFusion), "
+            "then fusion-wrapper")
+
+
+register_pipeline("cpu", "cpu", [("fusion", fusion_pass), ("fusion-wrapper", fusion_wrapper_pass)],
+                  _explain_description(), explain_boundary=explain_boundary)

@@ -1,0 +1,472 @@
+"""XLA's generic InstructionFusion pass (xla/service/instruction_fusion.cc), for every backend.
+
+The pass owns the traversal; a backend owns the policy, as in XLA where CpuInstructionFusion
+and GpuInstructionFusion subclass InstructionFusion and override a few virtual methods.  Here a
+backend subclasses `FusionPolicy` and hands an instance to `InstructionFusion`:
+
+    class CpuPolicy(FusionPolicy):
+        def should_fuse(self, run, consumer, i): ...      # XLA's ShouldFuse, through the rule registry
+        def is_expensive(self, node): ...                 # XLA's is_expensive_ function
+        def choose_kind(self, producer, consumer): ...    # kLoop / kInput / kOutput
+    fusion = InstructionFusion(CpuPolicy(may_duplicate=True))
+    changed = fusion.run(program, ctx)
+
+What the driver does, in XLA's order (docs/xla/cpu-fusion.md §2, legacy-gpu-pipeline.md §2):
+  1. computations: `policy.computations(program)`, each with a flag saying whether it is fused
+     (XLA:GPU still computes the do-not-duplicate set of the computations it does not fuse);
+  2. per computation: if the pass may duplicate, the do-not-duplicate set
+     (ComputeGloballyUnfusible), then a reverse-post-order queue;
+  3. pop a consumer; its candidate operands are those still queued, latest in post order first;
+  4. per operand: the do-not-duplicate check, then `policy.should_fuse`; on refusal the
+     multi-output hooks; at most one fusion per pop, after which the fusion is re-queued at the
+     back (so it is examined again at once) and a producer left without users is deleted.
+
+Every candidate pair yields exactly one Decision (the last time the pair was considered wins,
+so a fusion re-examined after it grew does not leave stale refusals behind), including the
+pairs XLA skips without a reason string (a parameter producer, a `while` consumer).
+
+Policy interface (override what your backend overrides in XLA; defaults are the base class):
+  name                         pass name as in dump file names ("fusion")
+  may_duplicate                XLA's may_duplicate_
+  computations(program)        [(graph, fuse_it)] in XLA's order
+  start_run(run)               per-run set-up (caches, skip sets)
+  should_fuse(run, c, i)       -> rules.Outcome; the base is InstructionFusion::ShouldFuse
+  is_expensive(node)           -> bool
+  choose_kind(p, c)            -> "kLoop" | "kInput" | "kOutput"
+  fusion_name(p, c)            -> name requested for a new fusion
+  consumer_mof_refusal(run, c) -> XLA's reason when the consumer cannot take multi-output
+                                  fusion, None when it can (base: "not supported by this pass")
+  operand_mof_refusal(run,c,i) -> the same per operand (asked only when the consumer can)
+  fuse_instruction(run, f, p)  -> the clone inside f (hook for code-duplication caches)
+  fuse_into_multi_output(run, f, p)
+The pass object keeps XLA's reuse cache (`reused_operands`) across runs, as XLA's pass object
+does (XLA:GPU's fixed-point loop relies on that staleness; pitfall P-3 of the legacy spec).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from .. import attributes, graph as g
+from ..decision import Decision, Verdict
+from ..rules import Candidate, Outcome, evaluate
+from ..rules import instruction_fusion as rif
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..graph import Graph, Node, Program
+    from ..pipeline import Context
+
+#: Reason XLA appends to every refusal of a pass without multi-output fusion.
+MOF_NOT_SUPPORTED = "multi-output fusion not supported by this pass"
+
+
+class FusionPolicy:
+    """XLA's InstructionFusion virtual methods, with the base class's behaviour."""
+
+    name = "fusion"
+
+    def __init__(self, may_duplicate: bool = True):
+        self.may_duplicate = may_duplicate
+
+    # -- scope ------------------------------------------------------------------------------
+    def computations(self, program: "Program") -> list[tuple["Graph", bool]]:
+        """GetNonFusionComputations minus embedded ones (reducers, comparators, ...)."""
+        callers = program.callers()
+        out = []
+        for graph in program.non_fusion_graphs():
+            if any(node.opcode in rif.EMBEDDED_CALLERS for node in callers.get(graph.name, ())):
+                continue
+            out.append((graph, True))
+        return out
+
+    def start_run(self, run: "FusionRun") -> None:
+        """Called once per run before any computation (clear per-run caches here)."""
+
+    # -- decisions --------------------------------------------------------------------------
+    def should_fuse(self, run: "FusionRun", consumer: "Node", operand_index: int) -> Outcome:
+        return run.evaluate(rif.GENERIC_SHOULD_FUSE, consumer, operand_index)
+
+    def is_expensive(self, node: "Node") -> bool:
+        return generic_is_expensive(node)
+
+    def choose_kind(self, producer: "Node", consumer: "Node") -> str:
+        return "kLoop"
+
+    def fusion_name(self, producer: "Node", consumer: "Node") -> str:
+        return f"{producer.opcode}_{consumer.opcode}_fusion"
+
+    def consumer_mof_refusal(self, run: "FusionRun", consumer: "Node") -> str | None:
+        return MOF_NOT_SUPPORTED
+
+    def operand_mof_refusal(self, run: "FusionRun", consumer: "Node", operand_index: int) -> str | None:
+        return None
+
+    # -- mutation ---------------------------------------------------------------------------
+    def fuse_instruction(self, run: "FusionRun", fusion: "Node", producer: "Node") -> "Node":
+        return g.fuse_instruction(fusion, producer)
+
+    def fuse_into_multi_output(self, run: "FusionRun", fusion: "Node", producer: "Node") -> "Node":
+        g.fuse_into_multi_output(fusion, producer)
+        return fusion
+
+
+class InstructionFusion:
+    """One instance of XLA's pass: a policy plus the caches that outlive a run."""
+
+    def __init__(self, policy: FusionPolicy):
+        self.policy = policy
+        #: XLA's reused_fusion_operands_: node uid → uids of operands it reads repeatedly.
+        self.reused_operands: dict[int, set[int]] = {}
+
+    def run(self, program: "Program", ctx: "Context") -> bool:
+        run = FusionRun(self, program, ctx)
+        self.policy.start_run(run)
+        changed = False
+        for graph, fuse_it in self.policy.computations(program):
+            changed |= run.fuse_computation(graph, fuse_it)
+        return changed
+
+
+class FusionRun:
+    """The state of one run of the pass (XLA's locals of InstructionFusion::RunImpl)."""
+
+    def __init__(self, fusion: InstructionFusion, program: "Program", ctx: "Context"):
+        self.fusion = fusion
+        self.policy = fusion.policy
+        self.program = program
+        self.ctx = ctx
+        self.may_duplicate = fusion.policy.may_duplicate
+        #: do-not-duplicate set: producer uid → facts explaining why it is in the set.
+        self.do_not_duplicate: dict[int, dict] = {}
+        #: FusionNodeIndexingEvaluation per consumer fusion uid (cleared every run, as in XLA).
+        self.indexing_evaluations: dict[int, rif.FusionNodeIndexingEvaluation] = {}
+        #: Free for policies: per-run caches (skip sets, ...).
+        self.cache: dict = {}
+        self.graph: Graph | None = None
+        self._queue: list[Node | None] = []
+        self._position: dict[int, int] = {}
+        self._reach: dict[int, set[int]] = {}
+        key = ("instruction-fusion-decisions", ctx.pass_name or self.policy.name)
+        #: consumer uid → {producer uid → index into ctx.decisions}; shared by runs of one pass.
+        self._decided: dict[int, dict[int, int]] = ctx.cache.setdefault(key, {})
+
+    # -- asking rules -----------------------------------------------------------------------
+    def candidate(self, consumer: "Node", operand_index: int) -> Candidate:
+        return Candidate(consumer.operands[operand_index], consumer, self.ctx,
+                         {"operand_index": operand_index, "run": self})
+
+    def evaluate(self, rule_ids: Iterable[str], consumer: "Node", operand_index: int) -> Outcome:
+        return evaluate(tuple(rule_ids), self.candidate(consumer, operand_index), self.ctx.relaxed)
+
+    def reuses_operand_elements(self, consumer: "Node", operand_index: int) -> bool:
+        """XLA's cached ReusesOperandElements: is that operand's value in the consumer's set?"""
+        return consumer.operands[operand_index].uid in self._reused_of(consumer)
+
+    def _reused_of(self, node: "Node") -> set[int]:
+        cache = self.fusion.reused_operands
+        if node.uid not in cache:
+            cache[node.uid] = {op.uid for i, op in enumerate(node.operands) if rif.reuses_operand_elements(node, i)}
+        return cache[node.uid]
+
+    def indexing_evaluation(self, fusion: "Node") -> rif.FusionNodeIndexingEvaluation:
+        if fusion.uid not in self.indexing_evaluations:
+            self.indexing_evaluations[fusion.uid] = rif.FusionNodeIndexingEvaluation(fusion)
+        return self.indexing_evaluations[fusion.uid]
+
+    # -- one computation --------------------------------------------------------------------
+    def fuse_computation(self, graph: "Graph", fuse_it: bool = True) -> bool:
+        self.graph = graph
+        self._reach = {}
+        post_order = graph.post_order()
+        self.do_not_duplicate = self._globally_unfusible(post_order) if self.may_duplicate else {}
+        if not fuse_it:
+            return False
+        self._queue = list(post_order)
+        self._position = {node.uid: i for i, node in enumerate(self._queue)}
+        changed = False
+        while True:
+            consumer = self._pop()
+            if consumer is None:
+                return changed
+            candidates = sorted((i for i, op in enumerate(consumer.operands) if op.uid in self._position),
+                                key=lambda i: -self._position[consumer.operands[i].uid])
+            if not rif.is_fusible(consumer) and consumer.opcode != "fusion":
+                for i in candidates:
+                    self._record(consumer, i, self.evaluate(("IF-CONSUMER-NOT-FUSIBLE",), consumer, i))
+                continue
+            mof_consumer: list[str | None] = []  # XLA caches the consumer's answer per pop
+            for i in candidates:
+                if self._consider(consumer, i, mof_consumer):
+                    changed = True
+                    break
+
+    def _consider(self, consumer: "Node", i: int, mof_consumer: list) -> bool:
+        producer = consumer.operands[i]
+        if not rif.is_fusible(producer):
+            self._record(consumer, i, self.evaluate(("IF-PRODUCER-NOT-FUSIBLE",), consumer, i))
+            return False
+        outcome = self.evaluate(("IF-DO-NOT-DUPLICATE",), consumer, i)
+        if outcome.allowed:
+            second = self.policy.should_fuse(self, consumer, i)
+            outcome = Outcome(second.blocked_by, second.facts, outcome.relaxed + second.relaxed)
+        if outcome.allowed:
+            fusion = self._fuse(producer, consumer, multi_output=False)
+            self._after_fusion(fusion, producer, consumer, outcome)
+            return True
+        if not mof_consumer:
+            mof_consumer.append(self.policy.consumer_mof_refusal(self, consumer))
+        mof = mof_consumer[0]
+        if mof is None:
+            mof = self.policy.operand_mof_refusal(self, consumer, i)
+        if mof is None and _mof_creates_cycle(producer, consumer):
+            mof = "multi-output fusion creates a cycle"
+        if mof is None:
+            fusion = self._fuse(producer, consumer, multi_output=True)
+            self._after_fusion(fusion, producer, consumer, outcome, multi_output=True)
+            return True
+        self._record(consumer, i, outcome, mof_reason=mof)
+        return False
+
+    # -- queue (XLA's ReversePostOrderFusionQueue) ------------------------------------------
+    def _pop(self) -> "Node | None":
+        while self._queue and self._queue[-1] is None:
+            self._queue.pop()
+        if not self._queue:
+            return None
+        node = self._queue.pop()
+        self._position.pop(node.uid, None)
+        return node
+
+    def _push(self, node: "Node") -> None:
+        self._position[node.uid] = len(self._queue)
+        self._queue.append(node)
+
+    def _remove_from_queue(self, node: "Node") -> None:
+        pos = self._position.pop(node.uid, None)
+        if pos is not None:
+            self._queue[pos] = None
+
+    # -- fusing -----------------------------------------------------------------------------
+    def _fuse(self, producer: "Node", consumer: "Node", multi_output: bool) -> "Node":
+        kind = self.policy.choose_kind(producer, consumer)
+        if consumer.opcode == "fusion":
+            fusion = consumer
+            if fusion.fusion_kind != kind:
+                fusion.fusion_kind = kind
+        else:
+            fusion = g.create_fusion(consumer, kind, name=self.policy.fusion_name(producer, consumer))
+            self._replace_consumer(consumer, fusion)
+        self._update_reused(producer, fusion)
+        if multi_output:
+            self.policy.fuse_into_multi_output(self, fusion, producer)
+        else:
+            self.policy.fuse_instruction(self, fusion, producer)
+        return fusion
+
+    def _update_reused(self, producer: "Node", fusion: "Node") -> None:
+        """UpdateReusedOperandsForFusion: a reused producer passes reuse on to its operands."""
+        reused = self._reused_of(fusion)
+        if producer.uid in reused:
+            reused.discard(producer.uid)
+            reused.update(op.uid for op in producer.operands)
+        else:
+            reused.update(self._reused_of(producer))
+
+    def _after_fusion(self, fusion: "Node", producer: "Node", consumer: "Node", outcome: Outcome,
+                      multi_output: bool = False) -> None:
+        self._record_fused(producer, fusion, outcome, multi_output)
+        self._push(fusion)
+        if not producer.users and producer.graph is not None and producer in producer.graph:
+            self.do_not_duplicate.pop(producer.uid, None)
+            self._remove_from_queue(producer)
+            producer.graph.remove(producer)
+        if fusion is not consumer:
+            self.do_not_duplicate.pop(consumer.uid, None)
+
+    def _replace_consumer(self, consumer: "Node", fusion: "Node") -> None:
+        """The new fusion takes over the consumer's earlier decisions (it is the same kernel)."""
+        earlier = self._decided.pop(consumer.uid, None)
+        if earlier:
+            self._decided.setdefault(fusion.uid, {}).update(earlier)
+
+    # -- ComputeGloballyUnfusible -----------------------------------------------------------
+    def _reachable(self, producer: "Node") -> set[int]:
+        if producer.uid not in self._reach:
+            self._reach[producer.uid] = self.graph.reachable_from(producer)
+        return self._reach[producer.uid]
+
+    def _globally_unfusible(self, post_order: list["Node"]) -> dict[int, dict]:
+        """Producers that read more than they write and cannot be fused into all their users."""
+        out: dict[int, dict] = {}
+        self.do_not_duplicate = out  # CanFuseOnAllPaths sees the set as it grows
+        memo: dict[tuple[int, int], bool] = {}
+        for producer in reversed(post_order):
+            if rif.effectively_at_most_unary(producer):
+                continue
+            operand_elements = sum(rif.total_elements(op.shape) for op in rif.unique_operands(producer))
+            output_elements = rif.total_elements(producer.shape)
+            if operand_elements <= output_elements:
+                continue
+            blocker = None
+            if not rif.is_fusible(producer):
+                blocker = "it is not fusible"
+            else:
+                for user in producer.users:
+                    why = self._can_fuse_on_all_paths(producer, user, memo)
+                    if why is not None:
+                        blocker = why
+                        break
+            if blocker is None:
+                continue
+            out[producer.uid] = {"operand_elements": operand_elements, "output_elements": output_elements,
+                                 "blocker": blocker}
+        return out
+
+    def _can_fuse_on_all_paths(self, producer: "Node", consumer: "Node",
+                               memo: dict[tuple[int, int], bool]) -> str | None:
+        """XLA's CanFuseOnAllPaths; returns None when it can, else which edge cannot fuse."""
+        if consumer is producer:
+            return None
+        if not rif.is_fusible(consumer):
+            return f"{consumer.name} is not fusible"
+        key = (producer.uid, consumer.uid)
+        if key in memo:
+            return None if memo[key] else f"it cannot be fused into {consumer.name}"
+        reach = self._reachable(producer)
+        why = None
+        for i, operand in enumerate(consumer.operands):
+            if operand.uid not in reach:
+                continue
+            if operand.uid in self.do_not_duplicate:
+                why = f"{operand.name} cannot be duplicated into {consumer.name}"
+                break
+            outcome = self.policy.should_fuse(self, consumer, i)
+            if not outcome.allowed:
+                why = f"{operand.name} cannot be fused into {consumer.name}: {outcome.blocked_by.reason(outcome.facts)}"
+                break
+            deeper = self._can_fuse_on_all_paths(producer, operand, memo)
+            if deeper is not None:
+                why = deeper
+                break
+        memo[key] = why is None
+        return why
+
+    # -- decisions --------------------------------------------------------------------------
+    def _record(self, consumer: "Node", i: int, outcome: Outcome, mof_reason: str | None = None) -> None:
+        producer = consumer.operands[i]
+        blocked = outcome.blocked_by
+        xla_reason = blocked.xla.message if blocked is not None else None
+        if xla_reason is not None and mof_reason:
+            xla_reason = f"{xla_reason} ; {mof_reason}"
+        self._store(producer, consumer, Decision(
+            pass_name=self.ctx.pass_name or self.policy.name,
+            producer=producer.name, consumer=consumer.name,
+            verdict=Verdict.BLOCKED,
+            rule=blocked.id if blocked is not None else None,
+            reason=blocked.reason(outcome.facts) if blocked is not None else "",
+            xla_reason=xla_reason, facts=dict(outcome.facts), relaxed=outcome.relaxed,
+            computation=self.graph.name if self.graph is not None else None,
+            producer_members=producer.members(), consumer_members=consumer.members(),
+            source=source_location(self.program, producer)))
+
+    def _record_fused(self, producer: "Node", fusion: "Node", outcome: Outcome, multi_output: bool) -> None:
+        relaxed = outcome.relaxed
+        how = "multi-output fused" if multi_output else "fused"
+        reason = f"{producer.name} {how} into {fusion.name}"
+        if relaxed:
+            reason += f" (relaxed: {', '.join(relaxed)})"
+        self._store(producer, fusion, Decision(
+            pass_name=self.ctx.pass_name or self.policy.name,
+            producer=producer.name, consumer=fusion.name,
+            verdict=Verdict.RELAXED if relaxed else Verdict.FUSED,
+            rule=relaxed[0] if relaxed else None, reason=reason, relaxed=relaxed,
+            facts={"kind": fusion.fusion_kind or "", "multi_output": multi_output},
+            computation=self.graph.name if self.graph is not None else None,
+            producer_members=producer.members(), consumer_members=fusion.members(),
+            source=source_location(self.program, producer)))
+
+    def _store(self, producer: "Node", consumer: "Node", decision: Decision) -> None:
+        slots = self._decided.setdefault(consumer.uid, {})
+        index = slots.get(producer.uid)
+        if index is None:
+            slots[producer.uid] = len(self.ctx.decisions)
+            self.ctx.record(decision)
+        else:
+            self.ctx.decisions[index] = decision
+
+
+def _mof_creates_cycle(producer: "Node", consumer: "Node") -> bool:
+    """MultiOutputFusionCreatesCycle: another operand of the consumer depends on the producer."""
+    others = {op.uid for op in consumer.operands if op is not producer}
+    if not others:
+        return False
+    seen: set[int] = set()
+    work = list(producer.users)
+    while work:
+        node = work.pop()
+        if node.uid in others:
+            return True
+        if node.uid not in seen:
+            seen.add(node.uid)
+            work.extend(node.users)
+    return False
+
+
+def source_location(program: "Program", node: "Node"):
+    """The user's source line of an instruction, from metadata or the stack-frame tables."""
+    meta = attributes.metadata(node)  # Node has the .attr() the reader needs
+    from ..ir import SourceLocation
+
+    if meta.source_file or meta.source_line:
+        return SourceLocation(meta.source_file, meta.source_line)
+    if meta.stack_frame_id is not None and program.stack_frames:
+        return program.stack_frames.location(meta.stack_frame_id)
+    return None
+
+
+# ------------------------------------------------------------------------------------------
+# InstructionFusion::IsExpensive (the generic list; backends pass their own)
+# ------------------------------------------------------------------------------------------
+
+_CHEAP = frozenset({
+    "add", "and", "bitcast", "bitcast-convert", "broadcast", "ceil", "clamp", "count-leading-zeros",
+    "compare", "complex", "concatenate", "constant", "convert", "copy", "copy-done", "copy-start",
+    "dynamic-slice", "dynamic-update-slice", "floor", "get-tuple-element", "imag", "infeed", "iota",
+    "is-finite", "maximum", "minimum", "multiply", "mulhi", "negate", "not", "opt-barrier", "or",
+    "xor", "outfeed", "pad", "partition-id", "popcnt", "real", "reduce-precision", "replica-id",
+    "reshape", "dynamic-reshape", "reverse", "round-nearest-afz", "round-nearest-even", "select",
+    "shift-left", "shift-right-arithmetic", "shift-right-logical", "slice", "stochastic-convert",
+    "subtract", "transpose", "tuple",
+})
+_COMPLEX_EXPENSIVE = frozenset({"abs", "cosine", "sign", "sine", "tan", "sinh"})
+_EXPENSIVE = frozenset({
+    "acos", "acosh", "asin", "asinh", "add-dependency", "after-all", "atan2", "atanh", "async-start",
+    "async-update", "async-done", "batch-norm-grad", "batch-norm-inference", "batch-norm-training", "cosh",
+    "call", "cholesky", "conditional", "convolution", "all-gather", "all-gather-start", "all-gather-done",
+    "all-reduce", "all-reduce-start", "all-reduce-done", "reduce-scatter", "all-to-all",
+    "collective-broadcast", "collective-permute", "collective-permute-start", "collective-permute-done",
+    "custom-call", "domain", "dot", "erf", "exponential", "exponential-minus-one", "fft", "fusion", "gather",
+    "log", "log-plus-one", "logistic", "map", "parameter", "power", "ragged-all-to-all", "ragged-dot", "recv",
+    "recv-done", "reduce", "reduce-window", "rng", "rng-get-and-update-state", "rng-bit-generator", "rsqrt",
+    "scaled-dot", "scan", "scatter", "select-and-scatter", "send", "send-done", "sort", "topk", "sqrt", "cbrt",
+    "tanh", "triangular-solve", "while", "get-dimension-size", "set-dimension-size",
+})
+
+
+def is_scalar_constant_or_broadcast_of_one(node: "Node") -> bool:
+    if node.opcode == "broadcast" and node.operands:
+        node = node.operands[0]
+    return node.opcode == "constant" and node.shape.is_effective_scalar
+
+
+def generic_is_expensive(node: "Node") -> bool:
+    """InstructionFusion::IsExpensive (X0102).  Opcodes XLA's switch does not list are cheap."""
+    op = node.opcode
+    if op in _CHEAP:
+        return False
+    if op in _COMPLEX_EXPENSIVE:
+        return node.shape.element_type in ("c64", "c128")
+    if op in ("divide", "remainder"):
+        integral = node.shape.element_type.startswith(("s", "u")) and node.shape.element_type != "tuple"
+        return not (integral and len(node.operands) > 1 and is_scalar_constant_or_broadcast_of_one(node.operands[1]))
+    return op in _EXPENSIVE
