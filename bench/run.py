@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""`make bench`: run every benchmark script listed here, one after another, each in its own
+process (so one script's memory does not count against the next).  Add yours to SCRIPTS."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+SCRIPTS = [
+    "parse_speed.py",  # HLO text -> Module: MB/s, instructions/s, peak memory
+]
+
+
+def main() -> int:
+    failed = []
+    for script in SCRIPTS:
+        print(f"== bench/{script}", flush=True)
+        if subprocess.run([sys.executable, str(HERE / script)]).returncode != 0:
+            failed.append(script)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
