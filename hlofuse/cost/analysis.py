@@ -1,0 +1,415 @@
+"""GpuHloCostAnalysis: flops, bytes and operand utilisation of every instruction and fusion.
+
+What XLA:GPU's performance model reads about an instruction (xla/service/hlo_cost_analysis.cc
+and xla/service/gpu/model/gpu_hlo_cost_analysis.cc at 5a9e73cb; docs/xla/priority-fusion.md
+§5.2–5.3), computed on `hlofuse.graph` nodes:
+
+* **flops**: elementwise ops cost the device's measured cycles per element (`profiles.py`;
+  GPU has no separate transcendental count: exp, log... are just more flops); a reduce costs
+  its reducer's flops per reduction step; a concatenate 6 per element, or 400 when it joins
+  along a minor dimension whose first operand is not 32-aligned (an XLA tuning constant); a
+  dot 2 per multiply-add; a sort n·⌈log2 n⌉.
+* **output bytes** and **operand bytes**: every operand read in full by default; a broadcast,
+  slice, dynamic-slice or gather reads only as much of operand 0 as it writes; a
+  dynamic-update-slice writes only the update (operand 0 is aliased); a bitcast, tuple,
+  get-tuple-element, parameter or constant moves nothing.
+* **operand utilisation**: how many times each operand element is used (a broadcast of x to
+  N times its size uses each element N times; a slice uses a fraction).
+* for a **fusion**: utilisation propagated from the root through the fused body (users before
+  operands), giving each fused instruction how often it is computed, the fusion's flops
+  (Σ utilisation × flops), its IR size (how many times each instruction is emitted, for the
+  code-duplication limit), and the bytes read per fusion parameter (size × utilisation, never
+  capped at 1 because XLA:GPU sets `count_multiple_input_accesses`).
+
+Properties are stored as float32 as in XLA.  Shapes printed without a layout get XLA's default
+layout (the HLO parser fills missing layouts in), so they are counted, not treated as 0 bytes.
+
+Simplifications (expected effect): collectives, custom calls (−1, "unknown", as in XLA's base
+analysis; cuBLAS/cuDNN flops are not computed) and convolutions (flops without the padding-
+and dilation-aware window count) are not modelled exactly — none of them is fusible, so
+PriorityFusion never asks for their time.  Tuple-shaped fusion parameters (rare) count their
+full size.  Nested fusions inside fusions are costed as plain instructions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .. import attributes
+from ..graph import Node
+from ..gpu.properties import ELEMENTWISE_OPCODES, is_elementwise
+from ..gpu.shapes import byte_size, elements, elements_recursive, equal_ignoring_element_type
+from .durations import f32
+from .profiles import OpProfile
+
+#: XLA's kMaxIRSize: a fusion whose IR would exceed this many emitted instructions is refused.
+MAX_IR_SIZE = 10000
+#: HloCostAnalysis::immediate_constant_max_elements(): larger constants are read from memory.
+IMMEDIATE_CONSTANT_MAX_ELEMENTS = 8
+#: Flops per multiply-add (kFmaFlops).
+FMA_FLOPS = 2
+
+#: Opcodes whose cost handler is HandleElementwiseOp (copy has its own handler: 0 flops).
+_FLOP_ELEMENTWISE = ELEMENTWISE_OPCODES - {"copy"}
+
+
+def shape_size(shape) -> int:
+    """XLA:GPU's shape size function: ShapeUtil::ByteSizeOf(shape, pointer_size=8)."""
+    return byte_size(shape, 8)
+
+
+def _tuple_leaf_sizes(shape) -> int:
+    if shape.is_tuple:
+        return sum(_tuple_leaf_sizes(s) for s in shape.tuple_shapes)
+    return shape_size(shape) if shape.is_array else 0
+
+
+@dataclass
+class Properties:
+    """HloCostAnalysis properties of one instruction (float32 values, as XLA keeps them)."""
+
+    flops: float = 0.0
+    output_bytes: float = 0.0
+    operand_bytes: list[float] = field(default_factory=list)
+    operand_utilization: list[float] = field(default_factory=list)
+    ir_size: float = 1.0
+    #: Only for fused instructions: how often the instruction is computed per fusion output
+    #: element (the propagated utilisation) — XLA's kUtilizationKey.
+    utilization: float = 0.0
+
+
+@dataclass
+class FusionInfo:
+    """What utilisation propagation found inside one fusion (keyed by fused-node uid)."""
+
+    props: dict[int, Properties]
+    roots: dict[int, dict[int, None]]  # node uid → its elementwise-use roots (ordered set)
+    root_utilization: dict[int, float]
+
+
+class GpuHloCostAnalysis:
+    """Cost properties of graph nodes, computed on demand and cached per node.
+
+    Call `revisit(node)` after a node changed (a fusion that absorbed a producer keeps its
+    identity), as XLA's PriorityFusion calls RevisitInstruction."""
+
+    def __init__(self, profile: OpProfile):
+        self.profile = profile
+        self._props: dict[int, Properties] = {}
+        self._fusions: dict[int, FusionInfo] = {}
+        self._reducer_flops: dict[str, float] = {}
+
+    # -- public queries ------------------------------------------------------------------
+    def properties(self, node: Node) -> Properties:
+        props = self._props.get(node.uid)
+        if props is None:
+            props = self._analyse(node)
+            self._props[node.uid] = props
+        return props
+
+    def revisit(self, node: Node) -> None:
+        self._props.pop(node.uid, None)
+        self._fusions.pop(node.uid, None)
+
+    def flop_count(self, node: Node) -> int:
+        return int(self.properties(node).flops)
+
+    def output_bytes_accessed(self, node: Node) -> int:
+        return int(self.properties(node).output_bytes)
+
+    def operand_bytes_accessed(self, node: Node, index: int) -> int:
+        values = self.properties(node).operand_bytes
+        return int(values[index]) if index < len(values) else 0
+
+    def operand_utilization(self, node: Node, index: int) -> float:
+        values = self.properties(node).operand_utilization
+        return values[index] if index < len(values) else 0.0
+
+    def ir_size(self, node: Node) -> float:
+        """IrSize: 1 for a plain instruction; for a fusion, how many instructions its emitted
+        code holds (each fused instruction counted as often as it is emitted)."""
+        return self.properties(node).ir_size
+
+    def fused_ir_size(self, fusion: Node, parameter_index: int) -> float:
+        """IrSize of a fusion's fused parameter: how many times the code reading it is emitted."""
+        info = self._fusion_info(fusion)
+        param = fusion.fused.parameters[parameter_index]
+        props = info.props.get(param.uid)
+        return props.ir_size if props is not None else 0.0
+
+    def common_elementwise_utilization(self, fusion: Node, a: Node, b: Node) -> float:
+        """Σ root utilisation over the elementwise-use roots two fused nodes share."""
+        info = self._fusion_info(fusion)
+        ra = info.roots.get(a.uid, {})
+        rb = info.roots.get(b.uid, {})
+        total = 0.0
+        for r in ra:
+            if r in rb:
+                total = f32(total + info.root_utilization.get(r, 0.0))
+        return total
+
+    def producer_consumer_merged_too_large(self, producer: Node, consumer: Node) -> tuple[bool, int]:
+        """XLA's ProducerConsumerMergedTooLarge: (refuse?, the merged IR size)."""
+        replication = 1
+        if consumer.opcode == "fusion" and consumer.fused is not None:
+            replication = int(self.fused_ir_size(consumer, consumer.operand_index(producer)))
+        merged = int(self.ir_size(producer) * replication + self.ir_size(consumer))
+        return merged > MAX_IR_SIZE, merged
+
+    # -- analysis --------------------------------------------------------------------------
+    def _fusion_info(self, fusion: Node) -> FusionInfo:
+        self.properties(fusion)
+        return self._fusions[fusion.uid]
+
+    def _analyse(self, node: Node) -> Properties:
+        if node.opcode == "fusion" and node.fused is not None:
+            return self._analyse_fusion(node)
+        return self._instruction(node)
+
+    def _instruction(self, node: Node) -> Properties:
+        """HloCostAnalysis::Preprocess, then the opcode's handler."""
+        p = Properties(
+            flops=0.0,
+            output_bytes=float(shape_size(node.shape)),
+            operand_bytes=[float(shape_size(op.shape)) for op in node.operands],
+            operand_utilization=[1.0] * len(node.operands),
+            ir_size=1.0,
+        )
+        op = node.opcode
+        if op in _FLOP_ELEMENTWISE:
+            p.flops = f32(self.profile.flops_per_element(op, node.shape.element_type)
+                          * elements_recursive(node.shape))
+        elif op in ("parameter", "constant"):
+            p.output_bytes = 0.0
+        elif op == "get-tuple-element":
+            p.output_bytes = 0.0
+            p.operand_bytes = [0.0]
+        elif op == "bitcast" or (op == "transpose" and _transpose_is_effective_bitcast(node)):
+            p.output_bytes = 0.0
+            p.operand_bytes = [0.0] * len(node.operands)
+        elif op == "tuple":
+            p.operand_bytes = [0.0] * len(node.operands)
+        elif op == "broadcast":
+            p.operand_bytes[0] = float(shape_size(node.shape))
+            p.operand_utilization[0] = f32(elements(node.shape) / max(elements(node.operands[0].shape), 1))
+        elif op in ("slice", "gather"):
+            p.operand_bytes[0] = float(shape_size(node.shape))
+            p.operand_utilization[0] = f32(elements(node.shape) / max(elements(node.operands[0].shape), 1))
+        elif op == "dynamic-slice":
+            p.operand_bytes[0] = float(shape_size(node.shape))
+            p.operand_utilization[0] = f32(elements(node.shape) / max(elements(node.operands[0].shape), 1))
+        elif op == "dynamic-update-slice":
+            update = node.operands[1].shape
+            out_elems = elements(node.shape)
+            p.output_bytes = float(shape_size(update))
+            p.operand_bytes[0] = 0.0
+            p.operand_utilization[0] = f32((out_elems - elements(update)) / out_elems) if out_elems else 0.0
+        elif op == "concatenate":
+            dim = (attributes.dimensions(node) or (0,))[0]
+            per_element = 6
+            if dim > 0 and node.operands and node.operands[0].shape.dims[dim] & 31:
+                per_element = 400
+            p.flops = f32(per_element * elements_recursive(node.shape))
+        elif op == "reduce":
+            self._reduce(node, p)
+        elif op == "reduce-window":
+            self._reduce_window(node, p)
+        elif op == "scatter":
+            self._scatter(node, p)
+        elif op == "dot":
+            lhs = node.operands[0].shape
+            width = 1
+            for d in attributes.ints(node, "lhs_contracting_dims"):
+                width *= lhs.dims[d]
+            p.flops = f32(FMA_FLOPS * elements(node.shape) * width)
+        elif op == "convolution":
+            p.flops = f32(_convolution_flops(node))
+        elif op == "sort":
+            n = elements(node.operands[0].shape)
+            p.flops = f32(n * (max(n - 1, 0)).bit_length()) if n > 0 else 0.0
+        elif op == "custom-call":
+            p.flops = -1.0
+            p.output_bytes = -1.0
+            p.operand_bytes = [-1.0] * len(node.operands)
+        elif op == "map":
+            p.flops = f32(self._computation_flops(node) * elements(node.shape))
+        return p
+
+    def _reduce(self, node: Node, p: Properties) -> None:
+        arg = node.operands[0].shape
+        out = node.shape if not node.shape.is_tuple else node.shape.tuple_shapes[0]
+        steps = elements(arg) - elements(out)
+        p.flops = f32(self._computation_flops(node) * steps)
+        p.output_bytes = float(_tuple_leaf_sizes(node.shape))
+        inputs = len(node.operands) // 2
+        out_elems = elements(out)
+        for i in range(inputs, len(node.operands)):
+            p.operand_bytes[i] = float(out_elems * shape_size(node.operands[i].shape))
+            p.operand_utilization[i] = float(out_elems)
+
+    def _reduce_window(self, node: Node, p: Properties) -> None:
+        window = attributes.window(node)
+        window_elems = math.prod(w.size for w in window) if window else 1
+        out = node.shape if not node.shape.is_tuple else node.shape.tuple_shapes[0]
+        out_elems = elements(out)
+        in_elems = elements(node.operands[0].shape)
+        count = (window_elems - 1) * out_elems
+        reducing = [w for w in window if w.size != 1]
+        padded = [w for w in window if w.pad_low != 0 or w.pad_high != 0]
+        if len(reducing) == 1 and len(padded) == 1 and not node.shape.is_tuple:
+            for i, w in enumerate(window):
+                if (w.size != 1 and w.pad_low != 0 and w.pad_high != 0 and w.pad_low == w.pad_high
+                        and w.size == 2 * w.pad_low + 1):
+                    if w.pad_low == node.shape.dims[i] - 1:
+                        window_elems = node.shape.dims[i]
+                        count = out_elems // window_elems + (window_elems - 1)
+                    break
+        p.operand_utilization[0] = f32(out_elems * window_elems / in_elems) if in_elems else 0.0
+        p.operand_bytes[0] = float(out_elems * window_elems
+                                   * ((node.operands[0].shape.element_bits + 7) // 8))
+        p.flops = f32(self._computation_flops(node) * count)
+
+    def _scatter(self, node: Node, p: Properties) -> None:
+        n = len(node.operands) // 2  # scatter_operand_count: operands..., indices, updates...
+        updates = node.operands[n + 1:]
+        total = 0
+        for i, upd in enumerate(updates):
+            size = shape_size(upd.shape)
+            p.operand_bytes[i] = float(size)
+            p.operand_bytes[n + 1 + i] = float(size)
+            total += size
+        p.operand_bytes[n] = float(shape_size(node.operands[n].shape))
+        p.output_bytes = float(total)
+        count = elements(updates[0].shape) if updates else 0
+        p.flops = f32(self._computation_flops(node) * count)
+
+    def _computation_flops(self, node: Node) -> float:
+        """Flops of one application of the computation a reduce/map/scatter calls (XLA's
+        ProcessSubcomputation: the sum over its instructions)."""
+        name = node.attr("to_apply")
+        if not name:
+            return 0.0
+        name = name.strip().lstrip("%")
+        if name in self._reducer_flops:
+            return self._reducer_flops[name]
+        graph = node.graph.program.graphs.get(name) if node.graph is not None else None
+        total = 0.0
+        if graph is not None:
+            for inner in graph.nodes():
+                total = f32(total + self._instruction(inner).flops)
+        self._reducer_flops[name] = total
+        return total
+
+    def _analyse_fusion(self, fusion: Node) -> Properties:
+        """HloCostAnalysis::HandleFusion with GPU's utilisation propagation."""
+        body = fusion.fused
+        if fusion.fusion_kind == "kCustom":
+            for inner in body.nodes():
+                if inner.opcode in ("gather", "scatter"):
+                    p = self._instruction(inner)
+                    return _as_fusion_props(p, fusion)
+        inner_props: dict[int, Properties] = {}
+        for inner in body.nodes():
+            inner_props[inner.uid] = self._instruction(inner)
+        props = Properties(operand_bytes=[0.0] * len(fusion.operands),
+                           operand_utilization=[0.0] * len(fusion.operands))
+        root = body.root
+        # Output bytes (FusionProcessOutputBytesAccessed): an in-place dynamic-update-slice
+        # writes only its update, and does not read operand 0.
+        outputs = list(root.operands) if root.opcode == "tuple" else [root]
+        out_total = 0.0
+        for out in outputs:
+            if not out.shape.is_array:
+                continue
+            if out.opcode == "dynamic-update-slice":
+                out_total += shape_size(out.operands[1].shape)
+                inner_props[out.uid].operand_utilization[0] = 0.0
+            else:
+                out_total += shape_size(out.shape)
+        props.output_bytes = f32(out_total)
+        info = self._propagate(body, inner_props)
+        self._fusions[fusion.uid] = info
+        flops = 0.0
+        ir = 0.0
+        for inner in body.nodes():
+            ip = inner_props[inner.uid]
+            flops = f32(flops + f32(ip.utilization * ip.flops))
+            ir = f32(ir + ip.ir_size)
+        props.flops = flops
+        props.ir_size = ir
+        for i, param in enumerate(body.parameters):
+            pp = inner_props[param.uid]
+            props.operand_utilization[i] = pp.utilization
+            props.operand_bytes[i] = float(_llround(f32(shape_size(param.shape) * pp.utilization)))
+        return props
+
+    def _propagate(self, body, inner_props: dict[int, Properties]) -> FusionInfo:
+        """GpuHloCostAnalysis::FusionCalculateUtilizations."""
+        order = list(reversed(body.post_order()))
+        roots: dict[int, dict[int, None]] = {n.uid: {} for n in order}
+        root_util: dict[int, float] = {n.uid: 0.0 for n in order}
+        root_ir: dict[int, float] = {}
+        root = body.root
+        root_util[root.uid] = 1.0
+        root_ir[root.uid] = 1
+        roots[root.uid][root.uid] = None
+        for node in order:
+            ip = inner_props[node.uid]
+            util = 0.0
+            times = 0
+            for r in roots[node.uid]:
+                util = f32(util + root_util.get(r, 0.0))
+                times += root_ir.get(r, 0)
+            ip.utilization = util
+            ip.ir_size = float(times)
+            passes_through = (
+                is_elementwise(node)
+                or (node.opcode == "bitcast" and equal_ignoring_element_type(node.operands[0].shape, node.shape))
+                or node.opcode in ("tuple", "get-tuple-element")
+            )
+            for i, operand in enumerate(node.operands):
+                if passes_through:
+                    for r in roots[node.uid]:
+                        roots[operand.uid][r] = None
+                    continue
+                roots[operand.uid][operand.uid] = None
+                used = f32(util * ip.operand_utilization[i])
+                count = elements_recursive(operand.shape)
+                used = f32(math.ceil(f32(used * count)) / count) if count else 0.0
+                root_util[operand.uid] = f32(root_util.get(operand.uid, 0.0) + used)
+                root_ir[operand.uid] = int(root_ir.get(operand.uid, 0) + times)
+        return FusionInfo(inner_props, roots, root_util)
+
+
+def _llround(x: float) -> int:
+    """std::llround: halves away from zero (Python's round() rounds them to even)."""
+    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
+
+
+def _as_fusion_props(p: Properties, fusion: Node) -> Properties:
+    """A custom fusion costed as its gather/scatter: operand lists sized for the fusion."""
+    n = len(fusion.operands)
+    return Properties(p.flops, p.output_bytes, (p.operand_bytes + [0.0] * n)[:n],
+                      (p.operand_utilization + [1.0] * n)[:n], p.ir_size)
+
+
+def _transpose_is_effective_bitcast(node: Node) -> bool:
+    """HloInstruction::IsEffectiveBitcast for a transpose: it keeps every element in place."""
+    from ..gpu.shapes import transpose_is_bitcast
+
+    return transpose_is_bitcast(node.operands[0].shape, node.shape, attributes.dimensions(node))
+
+
+def _convolution_flops(node: Node) -> int:
+    """2 × multiply-adds, with every window position counted as valid (see module doc)."""
+    if len(node.operands) < 2:
+        return 0
+    lhs, rhs = node.operands[0].shape, node.operands[1].shape
+    window = attributes.window(node)
+    kernel = math.prod(w.size for w in window) if window else 1
+    labels = node.attr("dim_labels") or ""
+    in_feature = lhs.dims[labels.index("f")] if "f" in labels.split("_")[0] else 1
+    groups = attributes.integer(node, "feature_group_count", 1) or 1
+    del rhs
+    return FMA_FLOPS * elements(node.shape) * kernel * max(in_feature // groups, 1)

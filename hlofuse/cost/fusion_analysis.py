@@ -1,0 +1,549 @@
+"""HloFusionAnalysis: which emitter compiles a kernel, and the launch grid it gets.
+
+XLA:GPU decides how to emit a fusion from its roots and their *heroes* (the reduction,
+tiled transpose or concatenate that shapes the kernel, found through elementwise epilogues):
+a reduction emitter, a tiled transpose emitter, a concatenate emitter, scatter, sort,
+library (Triton / cuDNN / custom) or the plain loop emitter (hlo_fusion_analysis.cc
+GetEmitterFusionKind at 5a9e73cb; docs/xla/priority-fusion.md §2.6).  The cost model asks
+the emitter for its launch dimensions (§5.6), and PriorityFusion asks for the kind of a
+producer+consumer pair before fusing them (refusing reduce→loop, choosing kLoop/kInput/kCustom).
+
+An analysis is made for an instruction (analysed as a one-instruction fusion), a fusion, or a
+producer+consumer pair.  XLA analyses a pair through a fusion adaptor without building it; here
+the pair is built as a fusion in a scratch program (`hlofuse.graph` primitives), so the hero
+predicates of `hlofuse.gpu` apply to it unchanged.
+
+Simplifications (expected effect): reduction outputs are one group (XLA splits disjoint
+reductions of a multi-output fusion into several block rows: a slightly lower block count for
+such fusions); packed sub-32-bit transposes use the plain transpose tiling; scatter uses the
+loop formula over its updates; Blackwell's wider unrolling is not modelled.  For generic Triton
+fusions the grid comes from their `block_level_fusion_config` (as XLA's Triton launch config).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+
+from .. import attributes
+from ..graph import Graph, Node, Program, add_operand, clone_node, create_fusion, fuse_instruction
+from ..gpu.config import GpuConfig
+from ..gpu.heroes import find_non_trivial_hero
+from ..gpu.properties import fusion_roots
+from ..gpu.reductions import ReductionDimensions, is_real_reduction_hero, reduction_dimensions, \
+    reductions_mof_compatible
+from ..gpu.shapes import bit_width, elements, elements_recursive, is_reshape_or_transpose_bitcast
+from ..gpu.transposes import TransposeDescription, tiled_transpose
+
+# Emitter kinds at 5a9e73cb (HloFusionAnalysis::EmitterFusionKind).
+LOOP, CUSTOM, TRITON, REDUCTION, TRANSPOSE, CONCATENATE, SCATTER, CUDNN, SORT = (
+    "kLoop", "kCustomFusion", "kTriton", "kReduction", "kTranspose", "kConcatenate", "kScatter",
+    "kCuDnn", "kSort")
+
+TRITON_BACKEND_KINDS = frozenset({"__triton", "__triton_gemm", "__triton_nested_gemm_fusion",
+                                  "__triton_collective_fusion"})
+
+#: What PriorityFusion makes of an emitter kind (PriorityFusion::ChooseKind).
+FUSION_KIND_OF_EMITTER = {
+    LOOP: "kLoop", TRITON: "kCustom", CUSTOM: "kCustom", CUDNN: "kCustom", SORT: "kCustom",
+    CONCATENATE: "kInput", REDUCTION: "kInput", TRANSPOSE: "kInput", SCATTER: "kInput",
+}
+
+_INT_MAX = 2**31 - 1
+#: Loop emitter: threads per block = warp size x 4 warp schedulers.
+_WARP_SCHEDULERS = 4
+_MAX_UNROLL = 4
+_MAX_CONCAT_OPERANDS_FOR_UNROLLING = 10
+_TRANSPOSE_THREADS = 128
+_TRANSPOSE_MAX_VECTORIZED_BYTES = 4
+
+
+@dataclass
+class FusionAnalysis:
+    """The emitter view of one kernel."""
+
+    kind: str
+    roots: list[Node]
+    heroes: list[Node]
+    transpose: TransposeDescription | None
+    backend_kind: str
+    #: Smallest element width over the kernel's inputs / outputs (pred counts 8); INT_MAX if none.
+    smallest_input_bits: int
+    smallest_output_bits: int
+    #: The analysed node: the instruction itself, its fusion, or a scratch fusion of a pair.
+    node: Node
+    #: The instructions computed inside the kernel (no parameters).
+    nodes: list[Node]
+    config: GpuConfig
+    backend_config: dict
+
+    @property
+    def fusion_kind(self) -> str:
+        """The kind PriorityFusion gives a fusion with this emitter."""
+        return FUSION_KIND_OF_EMITTER[self.kind]
+
+    def hero_reduction(self) -> Node | None:
+        """FindHeroReduction: the first real reduction hero of a reduction kernel."""
+        if self.kind != REDUCTION:
+            return None
+        for root, hero in zip(self.roots, self.heroes):
+            if is_real_reduction_hero(root, hero, self.config):
+                return hero
+        return None
+
+
+# ------------------------------------------------------------------------------------------
+# Building analyses
+# ------------------------------------------------------------------------------------------
+
+
+def _backend_kind(config: dict) -> str:
+    fusion = config.get("fusion_backend_config") if isinstance(config, dict) else None
+    return (fusion or {}).get("kind", "") if isinstance(fusion, dict) else ""
+
+
+def _smallest_bits(nodes) -> int:
+    bits = _INT_MAX
+    for n in nodes:
+        shape = n.shape
+        if not shape.is_array:
+            continue
+        bits = min(bits, bit_width(shape.element_type))
+    return bits
+
+
+def _leaf_outputs(roots: list[Node]):
+    return roots
+
+
+def analyse(node: Node, cfg: GpuConfig) -> FusionAnalysis:
+    """The analysis of an instruction (a fusion, or any instruction as a fusion of one)."""
+    config = dict(attributes.backend_config(node))
+    if node.opcode == "fusion" and node.fused is not None:
+        roots = fusion_roots(node.fused)
+        heroes = [find_non_trivial_hero(r, cfg) for r in roots]
+        nodes = [n for n in node.fused.nodes() if n.opcode != "parameter"]
+        params = list(node.operands)
+    else:
+        roots = [node]
+        heroes = [node]
+        nodes = [node]
+        params = list(node.operands)
+    return _finish(node, roots, heroes, nodes, params, config, cfg)
+
+
+def analyse_producer_consumer(producer: Node, consumer: Node, cfg: GpuConfig) -> FusionAnalysis:
+    """The analysis of `producer` fused into `consumer` (HloFusionAnalysis::Create(producer,
+    consumer)): built as a scratch fusion; the backend config is the consumer's if it has one,
+    else the producer's."""
+    fusion = materialise(producer, consumer)
+    config_source = consumer if consumer.attr("backend_config") is not None else producer
+    config = dict(attributes.backend_config(config_source))
+    roots = fusion_roots(fusion.fused)
+    heroes = [find_non_trivial_hero(r, cfg) for r in roots]
+    nodes = [n for n in fusion.fused.nodes() if n.opcode != "parameter"]
+    params = list(fusion.operands)
+    return _finish(fusion, roots, heroes, nodes, params, config, cfg)
+
+
+def _finish(node, roots, heroes, nodes, params, config, cfg) -> FusionAnalysis:
+    transpose = _consistent_transpose_hero(roots, heroes, cfg)
+    backend_kind = _backend_kind(config)
+    analysis = FusionAnalysis(
+        kind=LOOP, roots=list(roots), heroes=list(heroes), transpose=transpose,
+        backend_kind=backend_kind, smallest_input_bits=_smallest_bits(params),
+        smallest_output_bits=_smallest_bits(roots), node=node, nodes=nodes, config=cfg,
+        backend_config=config)
+    analysis.kind = _emitter_kind(analysis)
+    if analysis.kind == LOOP:
+        analysis.heroes = list(roots)
+        analysis.transpose = None
+    return analysis
+
+
+def _consistent_transpose_hero(roots, heroes, cfg) -> TransposeDescription | None:
+    """FindConsistentTransposeHero: all tiled-transpose heroes equivalent, and every other
+    root a reshape/transpose bitcast of the transpose's input."""
+    found: TransposeDescription | None = None
+    found_hero: Node | None = None
+    others = []
+    for root, hero in zip(roots, heroes):
+        desc = tiled_transpose(hero, cfg)
+        if desc is not None:
+            if found is None:
+                found, found_hero = desc, hero
+            elif not found.is_equivalent(desc, era_2026=not cfg.legacy):
+                return None
+        else:
+            others.append(root)
+    if found is None:
+        return None
+    input_shape = found_hero.operands[0].shape
+    for root in others:
+        if not is_reshape_or_transpose_bitcast(root.shape, input_shape, ignore_element_type=True):
+            return None
+    return found
+
+
+def _emitter_kind(a: FusionAnalysis) -> str:
+    """GetEmitterFusionKind at 5a9e73cb."""
+    kind = a.backend_kind
+    if kind == "__custom":
+        return CUSTOM
+    if kind in TRITON_BACKEND_KINDS:
+        return TRITON
+    if kind == "__cudnn$fusion":
+        return CUDNN
+    cfg = a.config
+    first_reduce = None
+    for root, hero in zip(a.roots, a.heroes):
+        if is_real_reduction_hero(root, hero, cfg):
+            first_reduce = hero
+            break
+    if first_reduce is not None:
+        operand_elements = elements(first_reduce.operands[0].shape)
+        valid = True
+        for root, hero in zip(a.roots, a.heroes):
+            if root is first_reduce:
+                continue
+            if not is_real_reduction_hero(root, hero, cfg):
+                if elements(root.shape) != operand_elements:
+                    valid = False
+                    break
+            elif not reductions_mof_compatible(hero, first_reduce):
+                valid = False
+                break
+        if valid:
+            return REDUCTION
+    if a.transpose is not None:
+        return TRANSPOSE
+    if len(a.roots) > 1:
+        return LOOP
+    root = a.roots[0]
+    if root.opcode == "scatter":
+        return SCATTER
+    if root.opcode == "sort":
+        return SORT
+    if (len(a.heroes) == 1 and a.heroes[0].opcode == "concatenate" and not root.shape.is_tuple
+            and len(a.heroes[0].operands) <= 4):
+        return CONCATENATE
+    return LOOP
+
+
+# ------------------------------------------------------------------------------------------
+# A producer+consumer pair as a fusion (scratch)
+# ------------------------------------------------------------------------------------------
+
+
+def materialise(producer: Node, consumer: Node) -> Node:
+    """`producer` fused into `consumer`, built in a throwaway program: outside operands become
+    parameters, the consumer is wrapped into a fusion (or cloned, if it is one) and the
+    producer fused into it as PriorityFusion would."""
+    program = Program("scratch")
+    graph = program.add_graph(Graph(program, "scratch"))
+    params: dict[int, Node] = {}
+
+    def outside(value: Node) -> Node:
+        param = params.get(value.uid)
+        if param is None:
+            param = graph.add(Node(value.name, "parameter", value.shape, literal=str(len(params))))
+            params[value.uid] = param
+        return param
+
+    p = clone_node(producer, graph)
+    for op in producer.operands:
+        add_operand(p, outside(op))
+    gtes: dict[int, Node] = {}
+    c = clone_node(consumer, graph)
+    for op in consumer.operands:
+        if op is producer:
+            add_operand(c, p)
+        elif op.opcode == "get-tuple-element" and op.operands and op.operands[0] is producer:
+            gte = gtes.get(op.uid)
+            if gte is None:
+                gte = clone_node(op, graph)
+                add_operand(gte, p)
+                gtes[op.uid] = gte
+            add_operand(c, gte)
+        else:
+            add_operand(c, outside(op))
+    graph.root = c
+    fusion = c if c.opcode == "fusion" else create_fusion(c, "kLoop")
+    if any(op is p for op in fusion.operands):
+        fuse_instruction(fusion, p)
+    for gte in gtes.values():
+        if any(op is gte for op in fusion.operands):
+            fuse_instruction(fusion, gte)
+    return fusion
+
+
+# ------------------------------------------------------------------------------------------
+# Launch dimensions (EstimateFusionLaunchDimensions)
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchDimensions:
+    blocks: int
+    threads_per_block: int
+    emitter: str  # which emitter's formula gave them (for explanations and tests)
+
+    def __str__(self) -> str:
+        return f"{self.blocks} blocks x {self.threads_per_block} threads ({self.emitter})"
+
+
+def _first_array_shape(shape):
+    while shape.is_tuple:
+        shape = shape.tuple_shapes[0]
+    return shape
+
+
+def _calculate(shape, cfg: GpuConfig, unroll: int, emitter: str) -> LaunchDimensions:
+    """CalculateLaunchDimensions: one thread per `unroll` elements, 128 threads per block."""
+    n = elements(shape) if shape.is_array else 0
+    if n <= 1:
+        return LaunchDimensions(1, 1, emitter)
+    n = -(-n // unroll)
+    threads = min(cfg.device.threads_per_warp * _WARP_SCHEDULERS, n)
+    return LaunchDimensions(-(-n // threads), threads, emitter)
+
+
+def _may_prevent_vectorization(a: FusionAnalysis) -> bool:
+    """MayPreventVectorization: ops whose unrolled code spills registers."""
+    for n in a.nodes:
+        op = n.opcode
+        if op in ("sort", "dot"):
+            return True
+        if op == "reduce-window":
+            window = attributes.window(n)
+            size = 1
+            for w in window:
+                size *= w.size
+            if size > 8:
+                return True
+        if op == "concatenate" and len(n.operands) > _MAX_CONCAT_OPERANDS_FOR_UNROLLING:
+            return True
+        if op == "reduce" and n.shape.is_tuple and len(n.shape.tuple_shapes) > 1:
+            return True
+    return False
+
+
+def loop_unroll(a: FusionAnalysis, shape) -> int:
+    """ComputeLoopFusionConfig's unroll factor."""
+    device = a.config.device
+    n = elements(shape)
+    unroll = 1
+    if n >= device.threads_per_core_limit * device.core_count and not _may_prevent_vectorization(a):
+        unroll = gcd(n, _MAX_UNROLL) or 1
+    out_bits = a.smallest_output_bits if a.smallest_output_bits != _INT_MAX else 32
+    return max(unroll, -(-8 // max(out_bits, 1)))
+
+
+def _in_place_dus_update(a: FusionAnalysis):
+    """The update shape when the kernel is emitted as an in-place dynamic-update-slice: every
+    root is (a bitcast of) a dynamic-update-slice whose operand 0 comes from outside."""
+    updates = []
+    for root in a.roots:
+        node = root
+        while node.opcode == "bitcast" and node.operands and node in a.nodes:
+            node = node.operands[0]
+        if node.opcode != "dynamic-update-slice":
+            return None
+        base = node.operands[0]
+        while base.opcode == "bitcast" and base in a.nodes:
+            base = base.operands[0]
+        if base in a.nodes:
+            return None
+        updates.append(node.operands[1].shape)
+    return updates[0] if updates else None
+
+
+def launch_dimensions(a: FusionAnalysis) -> LaunchDimensions:
+    cfg = a.config
+    kind = a.kind
+    if kind == LOOP:
+        update = _in_place_dus_update(a)
+        if update is not None:
+            return _calculate(update, cfg, 1, "in-place dynamic-update-slice")
+        shape = _first_array_shape(a.roots[0].shape)
+        return _calculate(shape, cfg, loop_unroll(a, shape), "loop")
+    if kind == REDUCTION:
+        return _reduction_launch(a)
+    if kind == TRANSPOSE and a.transpose is not None:
+        return _transpose_launch(a)
+    if kind == CONCATENATE:
+        concat = a.heroes[0]
+        dim = (attributes.dimensions(concat) or (0,))[0]
+        largest = max(concat.operands, key=lambda o: o.shape.dims[dim]).shape
+        unroll = loop_unroll(a, largest)
+        for op in concat.operands:
+            if unroll == 1:
+                break
+            unroll = gcd(unroll, op.shape.dims[dim])
+        return _calculate(largest, cfg, unroll, "concatenate")
+    if kind == SCATTER:
+        scatter = a.roots[0]
+        updates = scatter.operands[len(scatter.operands) // 2 + 1].shape
+        return _calculate(updates, cfg, loop_unroll(a, updates), "scatter")
+    if kind == TRITON:
+        triton = _triton_launch(a)
+        if triton is not None:
+            return triton
+    n = elements_recursive(a.roots[0].shape)
+    return LaunchDimensions(max(-(-n // 128), 1) if n else 0, 128, "fallback")
+
+
+def _triton_launch(a: FusionAnalysis) -> LaunchDimensions | None:
+    """TritonFusion::GetLaunchConfig for generic (`__triton`) fusions: one block per output
+    tile, `num_warps` warps per block."""
+    if a.backend_kind != "__triton":
+        return None
+    block = (a.backend_config.get("fusion_backend_config") or {}).get("block_level_fusion_config") or {}
+    tiles = block.get("output_tiles") or []
+    if not tiles:
+        return None
+    sizes = [int(s) for s in (tiles[0].get("sizes") or [])]
+    shape = _first_array_shape(a.roots[0].shape)
+    if len(sizes) != shape.rank:
+        return None
+    blocks = 1
+    for dim, tile in zip(shape.dims, sizes):
+        blocks *= -(-dim // max(tile, 1))
+    warps = int(block.get("num_warps") or 4)
+    return LaunchDimensions(blocks, warps * a.config.device.threads_per_warp, "triton")
+
+
+def _vector_size_for_mlir(a: FusionAnalysis, minor: int, threads: int) -> int:
+    """GetVectorSizeForMlir (reduction emitters)."""
+    if minor % 2 != 0 or threads * 2 > minor:
+        return 1
+    for hero in a.heroes:
+        for op in hero.operands:
+            if op.shape.element_type in ("c64", "c128"):
+                return 1
+    if a.smallest_input_bits >= 64:
+        return 1
+    if a.smallest_input_bits >= 32:
+        return 2
+    if threads * 4 > minor:
+        return 2
+    return 4 if minor % 4 == 0 else 2
+
+
+def _reduction_launch(a: FusionAnalysis) -> LaunchDimensions:
+    hero = a.hero_reduction()
+    dims: ReductionDimensions = reduction_dimensions(hero)
+    d0, d1, d2 = dims.dims
+    device = a.config.device
+    warp = device.threads_per_warp
+    if dims.is_row:
+        multi = _multi_row(a, dims)
+        if multi is not None:
+            return multi
+        reduced = min(a.config.row_reduction_min_threads, -(-(-(-d2 // 16)) // warp) * warp)
+        kept = 1
+        if reduced * 2 <= 256:
+            kept = d1 if d1 * reduced <= 256 else 256 // reduced
+        vector = _vector_size_for_mlir(a, d2, reduced)
+        minor = d2 // vector
+        tile = min(16 // vector, -(-minor // reduced))
+        blocks = -(-d1 // kept) * -(-minor // (tile * reduced))
+        return LaunchDimensions(blocks, kept * reduced, "row reduction")
+    if d2 and warp % d2 == 0:
+        vector = _vector_size_for_mlir(a, d1 * d2, warp)
+        threads = 128
+        shared_rows = vector * threads // d2
+        while shared_rows > warp and vector > 1:
+            vector //= 2
+            shared_rows //= 2
+        if shared_rows > warp:
+            threads //= shared_rows // warp
+        return LaunchDimensions(d0, threads, "small column reduction")
+    vector = _vector_size_for_mlir(a, d2, warp)
+    return LaunchDimensions(d0 * -(-d2 // (warp * vector)), warp * warp, "column reduction")
+
+
+def _multi_row(a: FusionAnalysis, dims: ReductionDimensions) -> LaunchDimensions | None:
+    """MultiRowReductionFusion::TryCreate: several short rows per block."""
+    _, d1, d2 = dims.dims
+    if d2 & (d2 - 1):
+        return None
+    smallest = min(a.smallest_input_bits, a.smallest_output_bits)
+    largest = max(a.smallest_input_bits, a.smallest_output_bits)
+    if largest == _INT_MAX:
+        largest = a.smallest_output_bits
+    vector = min(d2, 64 // max(smallest, 1))
+    if largest >= 32:
+        vector = min(128 // largest, vector)
+    warp = a.config.device.threads_per_warp
+    if d2 > warp * vector:
+        return None
+
+    def grid(v: int) -> tuple[int, int]:
+        reduced = d2 // v
+        kept = d1 if d1 * reduced <= 256 else 256 // reduced
+        return -(-d1 // kept), kept * reduced
+
+    while vector > 1 and grid(vector)[0] < a.config.device.core_count:
+        vector //= 2
+    if d2 > warp * vector:
+        return None
+    blocks, threads = grid(vector)
+    return LaunchDimensions(blocks, threads, "multi-row reduction")
+
+
+def _transpose_launch(a: FusionAnalysis) -> LaunchDimensions:
+    """TransposeFusion: 32x32 tiles (x vector size when there is enough work), 128 threads."""
+    desc = a.transpose
+    perm = list(desc.permutation)
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    input_shape = [desc.dimensions[inverse[i]] for i in range(len(perm))]
+    base = a.config.device.threads_per_warp
+    minor_unchanged = perm[-1] == len(perm) - 1
+    max_bytes = 0
+    shmem = 0
+    for hero in a.heroes:
+        if tiled_transpose(hero, a.config) is None:
+            continue
+        size = (bit_width(hero.shape.element_type) + 7) // 8
+        if minor_unchanged:
+            size *= input_shape[-1]
+        max_bytes = max(max_bytes, size)
+        shmem += base * (base + 1) * size
+
+    def counts(vector: int) -> list[int]:
+        sizes = [1] * len(input_shape)
+        if minor_unchanged:
+            sizes[-1] = vector
+            sizes[-2] = base
+            sizes[perm[-2]] = base
+        else:
+            sizes[-1] = base * vector
+            sizes[perm[-1]] = base * vector
+        return [-(-d // s) for d, s in zip(input_shape, sizes)]
+
+    def product(xs):
+        out = 1
+        for x in xs:
+            out *= x
+        return out
+
+    if minor_unchanged:
+        block_counts = counts(input_shape[-1])
+    else:
+        block_counts = counts(1)
+        device = a.config.device
+        vec = _TRANSPOSE_MAX_VECTORIZED_BYTES // max(max_bytes, 1)
+        while vec > 1:
+            per_thread = vec * vec
+            enough_work = product(block_counts) * _TRANSPOSE_THREADS >= \
+                per_thread * device.core_count * device.threads_per_core_limit
+            enough_shmem = shmem * per_thread <= device.shared_memory_per_block
+            aligned = input_shape[-1] % vec == 0 and input_shape[perm[-1]] % vec == 0
+            if enough_work and enough_shmem and aligned:
+                block_counts = counts(vec)
+                break
+            vec //= 2
+    return LaunchDimensions(product(block_counts), _TRANSPOSE_THREADS, "transpose")

@@ -1,0 +1,408 @@
+"""GpuPerformanceModel: the modelled run time of a kernel, alone or with a producer fused in.
+
+XLA:GPU (xla/service/gpu/model/gpu_performance_model{,_base}.cc at 5a9e73cb;
+docs/xla/priority-fusion.md §5.4–5.8) estimates a kernel as
+
+    exec = compute + memory − 0.95 · min(compute, memory)        (they overlap 95%)
+    compute = flops / (2 · clock · active FPUs)                  active = min(blocks, SMs) × min(threads, FPUs/SM)
+    memory  = Σ_operands read time + bytes written / bandwidth
+    read    = first read from DRAM (slowed by uncoalesced access) + re-reads from L2 (×2.5)
+              or L1 (×20) when the operand fits, every bandwidth capped at
+              blocks × clock × 32 bytes (one 32-byte transaction per block per cycle)
+
+and a producer P fused into a consumer C as the same formula over the fused kernel: C's flops
+plus P's flops times how often C uses P's elements, C's reads plus P's reads scaled the same way
+(minus what both read elementwise anyway), C's writes, on the fused kernel's launch grid.
+PriorityFusion adds 1 µs of launch overhead per kernel.
+
+Times are absl::Duration ticks (quarter nanoseconds) and the float32 intermediates are emulated
+(durations.py), so figures match XLA's fusion log to within a tick or two.  Generic Triton
+fusions are costed here too, with their Triton launch grid; XLA costs them with its
+tiling-based model instead (see fusion_analysis.py) — an approximation whose effect is limited
+to the priorities of Triton pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..device import DeviceSpec
+from ..graph import Node
+from ..gpu.config import ERA_PRIORITY, GpuConfig
+from . import durations as dur
+from .analysis import GpuHloCostAnalysis, shape_size
+from .coalescing import coalescing_rate, is_read_coalesced
+from .durations import f32
+from .fusion_analysis import FusionAnalysis, LaunchDimensions, analyse, analyse_producer_consumer, \
+    launch_dimensions
+from .profiles import profile_for
+
+#: kKernelLaunchOverhead: 1 µs per kernel.
+KERNEL_LAUNCH_OVERHEAD = dur.from_microseconds(1.0)
+#: kMemoryComputeParallelism.
+MEMORY_COMPUTE_PARALLELISM = 0.95
+#: kL2CacheSpeedup / kL1CacheSpeedup: re-reads of data that fits a cache.
+L2_CACHE_SPEEDUP = 2.5
+L1_CACHE_SPEEDUP = 8.0
+#: CUDA defaults of se::DeviceDescription fields the GPU spec files do not carry.
+L1_CACHE_SIZE_PER_SM = 2 * 1024
+MEMORY_TRANSACTIONS_PER_CLOCK = 32
+
+
+@dataclass(frozen=True)
+class RunTime:
+    """EstimateRunTimeData: one kernel's modelled cost (times in ticks, see durations.py)."""
+
+    flops: int
+    bytes_read: int
+    bytes_written: int
+    read_time: int | float
+    write_time: int | float
+    compute_time: int | float
+    exec_time: int | float
+    launch: LaunchDimensions | None = None
+    coalesced: bool = True
+
+    @property
+    def exec_us(self) -> float:
+        return dur.to_us(self.exec_time)
+
+    @property
+    def is_infinite(self) -> bool:
+        return self.exec_time == dur.INFINITE
+
+    def to_dict(self) -> dict:
+        return {"flops": self.flops, "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
+                "read_us": dur.to_us(self.read_time), "write_us": dur.to_us(self.write_time),
+                "compute_us": dur.to_us(self.compute_time), "exec_us": dur.to_us(self.exec_time),
+                "launch": str(self.launch) if self.launch else None, "coalesced": self.coalesced}
+
+
+@dataclass(frozen=True)
+class RunTimes:
+    """GpuPerformanceModel::RunTimes: a producer and its consumers, unfused vs fused
+    (launch overheads included).  PriorityFusion's priority is their difference."""
+
+    time_unfused: int | float
+    time_fused: int | float
+
+    @property
+    def priority(self) -> int | float:
+        return self.time_unfused - self.time_fused
+
+    @property
+    def unfused_us(self) -> float:
+        return dur.to_us(self.time_unfused)
+
+    @property
+    def fused_us(self) -> float:
+        return dur.to_us(self.time_fused)
+
+
+# ------------------------------------------------------------------------------------------
+# The formulas (GpuPerformanceModelBase)
+# ------------------------------------------------------------------------------------------
+
+
+def compute_time(device: DeviceSpec, flops: int, blocks: int, threads: int) -> int:
+    """ComputeTime: flops at 2 per FPU per cycle over the FPUs the grid occupies."""
+    fpus = min(blocks, device.core_count) * min(threads, device.fpus_per_core)
+    rate = int(f32(device.clock_rate_ghz) * 2 * fpus)
+    if rate <= 0:
+        return 0
+    return dur.from_nanoseconds(f32(f32(float(flops)) / rate))
+
+
+def _adjust_bandwidth(device: DeviceSpec, bandwidth: float, blocks: int) -> float:
+    """AdjustBandwidth: at most one 32-byte transaction per block per cycle."""
+    per_block = f32(f32(f32(device.clock_rate_ghz) * f32(1.0e9)) * MEMORY_TRANSACTIONS_PER_CLOCK)
+    return min(bandwidth, f32(blocks * per_block))
+
+
+def read_time(device: DeviceSpec, blocks: int, net: int, total: int, rate: float) -> int:
+    """ReadTimeWithDRAMHeuristic: `net` bytes come from DRAM once, the rest (`total - net`)
+    are re-reads served from L2/L1 when the operand fits there."""
+    bandwidth = device.memory_bandwidth
+    dram_bw = f32(bandwidth * rate)
+    rest_bw = f32(float(bandwidth))
+    if net < device.l2_cache_size:
+        rest_bw = f32(rest_bw * L2_CACHE_SPEEDUP)
+        if net < L1_CACHE_SIZE_PER_SM * device.core_count:
+            rest_bw = f32(rest_bw * L1_CACHE_SPEEDUP)
+    else:
+        rest_bw = f32(rest_bw * rate)
+    dram_bw = _adjust_bandwidth(device, dram_bw, blocks)
+    rest_bw = _adjust_bandwidth(device, rest_bw, blocks)
+    dram_bytes = min(net, total)
+    cache_bytes = total - dram_bytes
+    t = 0
+    if dram_bytes:
+        t += dur.from_seconds(f32(dram_bytes / dram_bw))
+    if cache_bytes:
+        t += dur.from_seconds(f32(cache_bytes / rest_bw))
+    return t
+
+
+def write_time(device: DeviceSpec, bytes_written: int) -> int:
+    return dur.from_seconds(f32(f32(float(bytes_written)) / f32(float(device.memory_bandwidth))))
+
+
+def combine(compute: int, memory: int) -> int:
+    """CombineComputeAndMemoryAccessTime."""
+    return compute + memory - dur.scale(min(compute, memory), MEMORY_COMPUTE_PARALLELISM)
+
+
+# ------------------------------------------------------------------------------------------
+# The model with its caches (GpuPerformanceModel + GpuPerformanceModelCache)
+# ------------------------------------------------------------------------------------------
+
+
+class GpuPerformanceModel:
+    """Modelled run times of the nodes of one graph, cached per node and per producer/consumer
+    pair.  Call `invalidate(node)` when a node changes or disappears."""
+
+    def __init__(self, device: DeviceSpec, config: GpuConfig | None = None):
+        self.device = device
+        self.config = config or GpuConfig(device, ERA_PRIORITY)
+        self.cost = GpuHloCostAnalysis(profile_for(device))
+        self._analysis: dict[int, FusionAnalysis] = {}
+        self._pair_analysis: dict[tuple[int, int], FusionAnalysis] = {}
+        self._runtime: dict[int, RunTime] = {}
+        #: producer uid → consumer uid → fused time (GpuPerformanceModelCache's fusion map).
+        self._fused: dict[int, dict[int, int | float]] = {}
+
+    # -- analyses ------------------------------------------------------------------------
+    def analysis(self, node: Node) -> FusionAnalysis:
+        a = self._analysis.get(node.uid)
+        if a is None:
+            a = analyse(node, self.config)
+            self._analysis[node.uid] = a
+        return a
+
+    def pair_analysis(self, producer: Node, consumer: Node) -> FusionAnalysis:
+        key = (producer.uid, consumer.uid)
+        a = self._pair_analysis.get(key)
+        if a is None:
+            a = analyse_producer_consumer(producer, consumer, self.config)
+            self._pair_analysis[key] = a
+        return a
+
+    # -- caches ----------------------------------------------------------------------------
+    def invalidate(self, node: Node) -> None:
+        """Forget what was computed about `node` as instruction, producer and consumer."""
+        self._runtime.pop(node.uid, None)
+        self._fused.pop(node.uid, None)
+        for op in node.operands:
+            source = op.operands[0] if op.opcode == "get-tuple-element" and op.operands else op
+            self._fused.get(source.uid, {}).pop(node.uid, None)
+        self._analysis.pop(node.uid, None)
+        for key in [k for k in self._pair_analysis if node.uid in k]:
+            del self._pair_analysis[key]
+        self.cost.revisit(node)
+
+    def cached_runtime(self, node: Node) -> RunTime | None:
+        return self._runtime.get(node.uid)
+
+    def cached_fused_times(self, producer: Node) -> dict[int, int | float] | None:
+        """Fused times cached for a producer, by consumer uid (None if none were computed)."""
+        return self._fused.get(producer.uid)
+
+    def set_runtime(self, node: Node, runtime: RunTime) -> None:
+        self._runtime[node.uid] = runtime
+
+    def set_fused_time(self, producer: Node, consumer: Node, ticks: int | float) -> None:
+        self._fused.setdefault(producer.uid, {})[consumer.uid] = ticks
+
+    # -- estimates -------------------------------------------------------------------------
+    def estimate(self, node: Node) -> RunTime:
+        """EstimateRunTimeForInstruction (cached)."""
+        cached = self._runtime.get(node.uid)
+        if cached is not None:
+            return cached
+        runtime = self._estimate_instruction(node)
+        self._runtime[node.uid] = runtime
+        return runtime
+
+    def _estimate_instruction(self, node: Node) -> RunTime:
+        cost = self.cost
+        device = self.device
+        flops = cost.flop_count(node)
+        written = cost.output_bytes_accessed(node)
+        analysis = self.analysis(node)
+        launch = launch_dimensions(analysis)
+        compute = compute_time(device, flops, launch.blocks, launch.threads_per_block)
+        coalesced = is_read_coalesced(analysis.kind, node, None, self.config)
+        read = 0
+        read_bytes = 0
+        for operand in node.operands:
+            size = shape_size(operand.shape)
+            total = cost.operand_bytes_accessed(node, node.operand_index(operand))
+            net = min(size, total)
+            read_bytes += total
+            read += read_time(device, launch.blocks, net, total,
+                              coalescing_rate(operand.shape.element_type, coalesced))
+        write = write_time(device, written)
+        return RunTime(flops, read_bytes, written, read, write, compute, combine(compute, read + write),
+                       launch, coalesced)
+
+    def estimate_fused(self, producer: Node, consumer: Node, producer_writes_side_output: bool = False) -> int | float:
+        """EstimateRunTimeForFusion: the time of `consumer` with `producer` fused in (cached;
+        with a side output, the producer's result is also written, as MultiOutputFusion asks)."""
+        if not producer_writes_side_output:
+            cached = self._fused.get(producer.uid, {}).get(consumer.uid)
+            if cached is not None:
+                return cached
+        ticks = self.fused_runtime(producer, consumer, producer_writes_side_output).exec_time
+        if not producer_writes_side_output:
+            self.set_fused_time(producer, consumer, ticks)
+        return ticks
+
+    def fused_runtime(self, producer: Node, consumer: Node, producer_writes_side_output: bool = False) -> RunTime:
+        """EstimateRunTimeForFusionImpl, with all its terms."""
+        p_rt = self.estimate(producer)
+        c_rt = self.estimate(consumer)
+        if p_rt.is_infinite or c_rt.is_infinite:
+            return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
+        cost = self.cost
+        device = self.device
+        utilization = 0.0
+        for i, op in enumerate(consumer.operands):
+            if op is producer or (op.opcode == "get-tuple-element" and op.operands and op.operands[0] is producer):
+                utilization = f32(utilization + cost.operand_utilization(consumer, i))
+        analysis = self.pair_analysis(producer, consumer)
+        launch = launch_dimensions(analysis)
+        flops = int(f32(f32(p_rt.flops * utilization) + c_rt.flops))
+        compute = compute_time(device, flops, launch.blocks, launch.threads_per_block)
+        coalesced = is_read_coalesced(analysis.kind, producer, consumer, self.config)
+        read = 0
+        read_bytes = 0
+        for operand in fused_parameters(producer, consumer):
+            size = shape_size(operand.shape)
+            total = self.shared_operand_bytes(producer, consumer, operand)
+            net = min(size, total)
+            read_bytes += total
+            read += read_time(device, launch.blocks, net, total,
+                              coalescing_rate(operand.shape.element_type, coalesced))
+        written = c_rt.bytes_written
+        write = c_rt.write_time
+        if producer_writes_side_output:
+            written += p_rt.bytes_written
+            write += p_rt.write_time
+        return RunTime(flops, read_bytes, written, read, write, compute, combine(compute, read + write),
+                       launch, coalesced)
+
+    # -- operand bytes of a fused pair (GpuPerformanceModelBase helpers) ------------------
+    def operand_bytes(self, instr: Node, operand: Node) -> int:
+        """GetOperandBytesAccessed: 0 when `operand` is not an operand of `instr`."""
+        for i, op in enumerate(instr.operands):
+            if op is operand:
+                return self.cost.operand_bytes_accessed(instr, i)
+        return 0
+
+    def operand_utilization(self, instr: Node, operand: Node) -> float:
+        """GetOperandUtilization (a multi-output operand: summed over its get-tuple-elements)."""
+        if operand.opcode == "fusion" and operand.fused is not None and operand.fused.root.opcode == "tuple":
+            total = 0.0
+            for i, op in enumerate(instr.operands):
+                if op.opcode == "get-tuple-element" and op.operands and op.operands[0] is operand:
+                    total = f32(total + self.cost.operand_utilization(instr, i))
+            return total
+        for i, op in enumerate(instr.operands):
+            if op is operand:
+                return self.cost.operand_utilization(instr, i)
+        return 0.0
+
+    def common_utilization(self, producer: Node, index: int, consumer: Node) -> float:
+        """GetCommonUtilization: how much of operand `index` of the producer the consumer reads
+        elementwise in step with the producer (those reads are shared once fused)."""
+        from ..gpu.properties import is_elementwise
+
+        operand = producer.operands[index]
+        if not any(op is operand for op in consumer.operands):
+            return 0.0
+        elementwise_producer = is_elementwise(producer) or (
+            producer.opcode == "fusion" and producer.fused is not None
+            and self.cost.common_elementwise_utilization(
+                producer, producer.fused.parameters[index], producer.fused.root) == 1.0)
+        if not elementwise_producer:
+            return 0.0
+        if consumer.opcode == "fusion" and consumer.fused is not None:
+            common_index = consumer.operand_index(operand)
+            if producer.opcode == "fusion" and producer.fused is not None and producer.fused.root.opcode == "tuple":
+                producer_indices = [i for i, op in enumerate(consumer.operands)
+                                    if op.opcode == "get-tuple-element" and op.operands and op.operands[0] is producer]
+            else:
+                producer_indices = [consumer.operand_index(producer)]
+            total = 0.0
+            for i in producer_indices:
+                total = f32(total + self.cost.common_elementwise_utilization(
+                    consumer, consumer.fused.parameters[common_index], consumer.fused.parameters[i]))
+            return total
+        if is_elementwise(consumer):
+            return 1.0
+        return 0.0
+
+    def shared_operand_bytes(self, producer: Node, consumer: Node, operand: Node) -> int:
+        """GetSharedOperandBytesAccessed: what the fused kernel reads of `operand`."""
+        utilization = self.operand_utilization(consumer, producer)
+        by_producer = self.operand_bytes(producer, operand)
+        by_consumer = self.operand_bytes(consumer, operand)
+        common = 0.0
+        for i, op in enumerate(producer.operands):
+            if op is operand:
+                common = self.common_utilization(producer, i, consumer)
+                break
+        size = shape_size(operand.shape)
+        return _llround(f32(by_producer * utilization)) + by_consumer - _llround(f32(size * common))
+
+    # -- producer with its consumers ----------------------------------------------------
+    def run_times(self, producer: Node, consumers) -> RunTimes:
+        """EstimateRunTimes: the producer and `consumers` as separate kernels vs. the producer
+        fused into each of them."""
+        p_rt = self.estimate(producer)
+        consumers = list(consumers)
+        unfused = KERNEL_LAUNCH_OVERHEAD * (len(consumers) + 1) + p_rt.exec_time
+        fused = KERNEL_LAUNCH_OVERHEAD * len(consumers)
+        for consumer in consumers:
+            unfused += self.estimate(consumer).exec_time
+            fused += self.estimate_fused(producer, consumer)
+        return RunTimes(unfused, fused)
+
+    def run_times_multi_output(self, producer: Node, consumer: Node) -> RunTimes:
+        """EstimateRunTimesForMultiOutputFusion: the producer kept as a side output."""
+        p = self.estimate(producer)
+        c = self.estimate(consumer)
+        unfused = 2 * KERNEL_LAUNCH_OVERHEAD + p.exec_time + c.exec_time
+        fused = KERNEL_LAUNCH_OVERHEAD + self.estimate_fused(producer, consumer, producer_writes_side_output=True)
+        return RunTimes(unfused, fused)
+
+
+def fused_parameters(producer: Node, consumer: Node) -> list[Node]:
+    """HloFusionAdaptor::ForProducerConsumer(...).GetParameters(): the consumer's operands other
+    than the producer (and its get-tuple-elements), in order and with repeats, then the
+    producer's operands not yet listed (those feeding a producer root directly are skipped)."""
+    out: list[Node] = []
+    for op in consumer.operands:
+        source = op.operands[0] if op.opcode == "get-tuple-element" and op.operands else op
+        if source is not producer:
+            out.append(op)
+    seen = {n.uid for n in out}
+    skip: set[int] = set()
+    if producer.opcode == "fusion" and producer.fused is not None:
+        root = producer.fused.root
+        roots = list(root.operands) if root.opcode == "tuple" else [root]
+        for r in roots:
+            if r.opcode == "parameter" and len(r.users) <= 1:
+                skip.add(producer.operands[r.parameter_number].uid)
+    for op in producer.operands:
+        if op.uid in skip or op.uid in seen:
+            continue
+        seen.add(op.uid)
+        out.append(op)
+    return out
+
+
+def _llround(x: float) -> int:
+    import math
+
+    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
