@@ -487,12 +487,19 @@ def _located_error(message, line, column) -> _LocatedError:
 # ------------------------------------------------------------------------------------------
 
 
+_LONE_CR_RE = re.compile(r"\r(?!\n)")
+
+
 def parse_text(text: str, path: str | None = None, *, strict: bool = False) -> ir.Module:
     """Parse HLO text (a module, bare computations or one lone instruction)."""
     from .validate import check_module
 
     if not isinstance(text, str):
         raise TypeError("HLO text must be str")
+    if "\r" in text:
+        # A lone CR ends a line too (old Mac files; XLA's lexer takes it so).  Replaced one for
+        # one, so offsets stay those of the text, and lines and columns come out right.
+        text = _LONE_CR_RE.sub("\n", text)
     try:
         raw = _run_parser(text, "start")
         module = _assemble(raw, text, path)
@@ -619,7 +626,7 @@ def _convert_lark_error(text: str, err: UnexpectedInput) -> HloSyntaxError:
         value = _val(tok)
         if pos is not None and "ATTR" in expected_names and value.startswith(","):
             return _malformed_attribute(text, pos, tok.line, tok.column)
-        found = repr(value if len(value) < 40 else value[:37] + "...")
+        found = _describe(text, pos) if pos is not None else repr(value[:40])
         message = f"found {found}, expected {_join(expected)}"
         if tok.type == "INSTR_HEAD" and not expected:
             message = f"found {found}, expected nothing more (a lone instruction ends here)"
