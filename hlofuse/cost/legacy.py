@@ -1,0 +1,518 @@
+"""The GPU performance model of the legacy pipeline (XLA 76da7301, jaxlib 0.4.35), as
+FusionMerger and MultiOutputFusion use it (docs/xla/legacy-gpu-pipeline.md §6).
+
+It reuses the priority-fusion engineer's GpuHloCostAnalysis (hlofuse/cost/analysis.py: flops,
+bytes, utilisation, IR size — the same handlers at both commits) and adds what differs in 2024:
+
+* `estimate_run_times(P, consumers, multi_output)` — GpuPerformanceModel::EstimateRunTimes with
+  `GpuPerformanceModelOptions::Default()` (memory/compute parallelism 1.0, no caches).  Unlike
+  2026's model, the unfused side is "producer kernel + one launch per consumer + the consumers
+  re-reading the producer's output", and the fused side "recompute the producer in every
+  consumer" (ProducerInputAccessTime); the consumers' own work is on neither side.
+* launch dimensions of the 2024 MLIR emitters (loop, reduction incl. multi-row and small
+  column, transpose, concatenate, input slices, scatter) for a fusion, an unfused instruction,
+  or a producer previewed inside its consumer;
+* `merged_too_large` — ProducerConsumerMergedTooLarge, with the basic-block-split limit the
+  pre-MLIR emitters (`xla_gpu_mlir_emitter_level` < 4) add.
+
+Times are absl::Duration ticks (¼ ns) with the float32 intermediates XLA computes in `float`
+(hlofuse/cost/durations.py).
+
+Simplifications (expected effect): a multi-root reduction fusion counts one reduction group
+(XLA's GroupDisjointReductions may count more, multiplying the blocks of such MOF
+candidates); the in-place dynamic-update-slice emitter is assumed whenever every root is a
+dynamic-update-slice (XLA also checks the buffers can alias); the legacy (level < 3) emitters'
+launch dimensions are not modelled — the MLIR ones are used for every level.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .. import attributes
+from ..graph import Graph, Node, Program, add_operand, clone_node, create_fusion, fuse_instruction
+from ..gpu.config import GpuConfig
+from ..gpu.emitter import (CONCATENATE, CUDNN, CUSTOM, INPUT_SLICES, REDUCTION, SCATTER, TRANSPOSE, TRITON,
+                           FusionShape, analyse, consistent_transpose_hero, emitter_kind, first_reduction_hero)
+from ..gpu.fusible import choose_fusion_kind, is_input_fusible_reduction
+from ..gpu.properties import is_elementwise, is_multi_output_fusion
+from ..gpu.reductions import reduction_dimensions
+from ..gpu.shapes import bit_width, byte_width, elements, elements_recursive
+from ..gpu.transposes import tiled_transpose, transposes_minor_dimension
+from .analysis import GpuHloCostAnalysis, shape_size
+from .durations import f32, from_microseconds, from_nanoseconds, from_seconds
+from .profiles import profile_for
+
+#: kKernelLaunchOverhead: 1 µs per kernel launch.
+KERNEL_LAUNCH_OVERHEAD = from_microseconds(1)
+L2_CACHE_SPEEDUP = 2.5
+L1_CACHE_SPEEDUP = 8.0
+#: GpuPerformanceModelOptions::Default().memory_compute_parallelism.
+MEMORY_COMPUTE_PARALLELISM = 1.0
+#: kMaxIRSize / kMaxBasicBlockSplitsPerFusion (gpu_hlo_cost_analysis.h).
+MAX_IR_SIZE = 10000
+MAX_BASIC_BLOCK_SPLITS = 10
+#: ElementalIrEmitter::OpInvalidatesCache.
+CACHE_INVALIDATING = frozenset({"concatenate", "dot", "dynamic-update-slice", "pad", "reduce", "reduce-window"})
+
+
+@dataclass(frozen=True)
+class LaunchDimensions:
+    blocks: int
+    threads: int
+
+
+@dataclass(frozen=True)
+class RunTimes:
+    """EstimateRunTimes' answer in ticks (¼ ns): fusing is refused when fused > unfused."""
+
+    unfused: int | float
+    fused: int | float
+
+    @property
+    def unfused_us(self) -> float:
+        return self.unfused / 4000
+
+    @property
+    def fused_us(self) -> float:
+        return self.fused / 4000
+
+
+@dataclass(frozen=True)
+class _RunTimeData:
+    flops: int
+    bytes_written: int
+    write_time: int | float
+    exec_time: int | float
+
+
+class LegacyPerformanceModel:
+    """XLA 2024's GpuPerformanceModel over one computation's cost analysis."""
+
+    def __init__(self, cfg: GpuConfig, analysis: GpuHloCostAnalysis | None = None):
+        self.cfg = cfg
+        self.device = cfg.device
+        self.analysis = analysis or GpuHloCostAnalysis(profile_for(cfg.device))
+
+    # -- device ---------------------------------------------------------------------------
+    @property
+    def _l1_bytes(self) -> int:
+        return 2048 * self.device.core_count  # l1_cache_size_per_SM() is 2 KiB on CUDA devices
+
+    def _adjust(self, bandwidth: float, blocks: int) -> float:
+        per_block = f32(f32(self.device.clock_rate_ghz * 1.0e9) * 32)  # memory_transactions_per_clock
+        return min(bandwidth, f32(blocks * per_block))
+
+    def read_time(self, blocks: int, net: int, total: int) -> int:
+        bandwidth = f32(float(self.device.memory_bandwidth))
+        if net < self.device.l2_cache_size:
+            bandwidth = f32(bandwidth * L2_CACHE_SPEEDUP)
+            if net < self._l1_bytes:
+                bandwidth = f32(bandwidth * L1_CACHE_SPEEDUP)
+        bandwidth = self._adjust(bandwidth, blocks)
+        return from_seconds(f32(total / bandwidth))
+
+    def read_time_dram(self, blocks: int, net: int, total: int, element_type: str, coalesced: bool) -> int:
+        """ReadTimeWithDRAMHeuristic: the first read from DRAM (wasteful when uncoalesced),
+        re-reads from cache when the data fits."""
+        rate = 1.0 if coalesced else (4 if element_type in ("tuple", "token") else byte_width(element_type)) / 64
+        dram = f32(self.device.memory_bandwidth * rate)
+        rest = f32(float(self.device.memory_bandwidth))
+        if net < self.device.l2_cache_size:
+            rest = f32(rest * L2_CACHE_SPEEDUP)
+            if net < self._l1_bytes:
+                rest = f32(rest * L1_CACHE_SPEEDUP)
+        else:
+            rest = f32(rest * rate)
+        dram = self._adjust(dram, blocks)
+        rest = self._adjust(rest, blocks)
+        from_dram = min(net, total)
+        from_cache = total - from_dram
+        return from_seconds(f32(from_dram / dram)) + from_seconds(f32(from_cache / rest))
+
+    def write_time(self, bytes_written: int) -> int:
+        return from_seconds(f32(1.0 * bytes_written / self.device.memory_bandwidth))
+
+    def compute_time(self, flops: float, blocks: int, threads: int) -> int:
+        fpus = min(threads, self.device.fpus_per_core) * min(blocks, self.device.core_count)
+        per_ns = int(self.device.clock_rate_ghz * 2) * fpus
+        if per_ns == 0:
+            return 0
+        return from_nanoseconds(f32(1.0 * int(flops) / per_ns))
+
+    @staticmethod
+    def combine(compute, memory):
+        return compute + memory - min(compute, memory) * MEMORY_COMPUTE_PARALLELISM
+
+    # -- estimates ------------------------------------------------------------------------
+    def run_time(self, node: Node) -> _RunTimeData:
+        """EstimateRunTimeForInstruction: one kernel computing `node` alone."""
+        a = self.analysis
+        flops = a.flop_count(node)
+        written = a.output_bytes_accessed(node)
+        shape = analyse(node, self.cfg)
+        launch = self.launch_dimensions(shape)
+        compute = self.compute_time(flops, launch.blocks, launch.threads)
+        coalesced = self.read_coalesced(emitter_kind(shape, self.cfg), node, None)
+        read = 0
+        for operand in node.operands:
+            total = a.operand_bytes_accessed(node, node.operand_index(operand))
+            net = min(shape_size(operand.shape), total)
+            read += self.read_time_dram(launch.blocks, net, total, operand.shape.element_type, coalesced)
+        write = self.write_time(written)
+        return _RunTimeData(flops, written, write, self.combine(compute, read + write))
+
+    def operand_utilization(self, consumer: Node, producer: Node) -> float:
+        """GetOperandUtilization: how many times the consumer reads each producer element."""
+        a = self.analysis
+        if is_multi_output_fusion(producer):
+            return sum(a.operand_utilization(consumer, i) for i, op in enumerate(consumer.operands)
+                       if op.opcode == "get-tuple-element" and op.operands[0] is producer)
+        if not any(op is producer for op in consumer.operands):
+            return 0.0
+        return a.operand_utilization(consumer, consumer.operand_index(producer))
+
+    def common_utilization(self, producer: Node, index: int, consumer: Node | None) -> float:
+        """GetCommonUtilization: how much of operand `index` of the producer the consumer also
+        reads elementwise at the same positions (then fusing reads it once)."""
+        operand = producer.operands[index]
+        if consumer is None or not any(op is operand for op in consumer.operands):
+            return 0.0
+        a = self.analysis
+        elementwise = is_elementwise(producer) or (
+            producer.opcode == "fusion"
+            and a.common_elementwise_utilization(producer, producer.fused_parameter(index),
+                                                 producer.fused.root) == 1.0)
+        if not elementwise:
+            return 0.0
+        if consumer.opcode == "fusion":
+            common_index = consumer.operand_index(operand)
+            if is_multi_output_fusion(producer):
+                indices = [i for i, op in enumerate(consumer.operands)
+                           if op.opcode == "get-tuple-element" and op.operands[0] is producer]
+            else:
+                indices = [consumer.operand_index(producer)]
+            return f32(sum(a.common_elementwise_utilization(consumer, consumer.fused_parameter(common_index),
+                                                            consumer.fused_parameter(i)) for i in indices))
+        if is_elementwise(consumer):
+            return 1.0
+        return 0.0
+
+    def producer_input_access_time(self, blocks: int, producer: Node, consumer: Node | None) -> int:
+        """ProducerInputAccessTime: the producer's reads, repeated as often as the consumer
+        reads the producer, minus what the consumer reads anyway."""
+        a = self.analysis
+        used = self.operand_utilization(consumer, producer) if consumer is not None else 1.0
+        total_time = 0
+        for i in range(len(producer.operands)):
+            accessed = a.operand_bytes_accessed(producer, i)
+            utilization = a.operand_utilization(producer, i)
+            net = _llround(accessed / max(utilization, 1.0))
+            common = self.common_utilization(producer, i, consumer)
+            total = int(f32(accessed * f32(used - common)))
+            total_time += self.read_time(blocks, net, total)
+        return total_time
+
+    def estimate_run_times(self, producer: Node, consumers: list[Node], multi_output: bool = False) -> RunTimes:
+        """GpuPerformanceModel::EstimateRunTimes (2024): fused vs unfused time of fusing
+        `producer` into every consumer (and, for multi-output fusion, still writing it)."""
+        a = self.analysis
+        producer_data = self.run_time(producer)
+        unfused = KERNEL_LAUNCH_OVERHEAD * (len(consumers) + 1) + producer_data.exec_time
+        for consumer in consumers:
+            used = self.operand_utilization(consumer, producer)
+            launch = self.launch_dimensions(analyse(consumer, self.cfg))
+            total = _llround(producer_data.bytes_written * used)
+            net = min(producer_data.bytes_written, total)
+            unfused += self.read_time(launch.blocks, net, total)
+        fused = KERNEL_LAUNCH_OVERHEAD * len(consumers)
+        for consumer in consumers:
+            used = a.operand_utilization(consumer, consumer.operand_index(producer)) \
+                if any(op is producer for op in consumer.operands) else 0.0
+            launch = self.launch_dimensions(self.preview(producer, consumer))
+            compute = self.compute_time(f32(producer_data.flops * used), launch.blocks, launch.threads)
+            access = self.producer_input_access_time(launch.blocks, producer, consumer)
+            fused += self.combine(compute, access)
+        if multi_output:
+            fused += producer_data.write_time
+        return RunTimes(unfused, fused)
+
+    def merged_too_large(self, producer: Node, consumer: Node) -> tuple[bool, int, int]:
+        """ProducerConsumerMergedTooLarge: (refuse?, merged IR size, basic-block splits)."""
+        a = self.analysis
+        replication = 1
+        if consumer.opcode == "fusion":
+            replication = int(a.fused_ir_size(consumer, consumer.operand_index(producer)))
+        splits = replication * self.basic_block_splits(producer) + self.basic_block_splits(consumer)
+        merged = int(a.ir_size(producer)) * replication + int(a.ir_size(consumer))
+        if self.cfg.mlir_emitter_level < 4:
+            if splits > MAX_BASIC_BLOCK_SPLITS:
+                return True, merged, splits
+            merged *= 1 << splits
+        return merged > MAX_IR_SIZE, merged, splits
+
+    def basic_block_splits(self, node: Node) -> int:
+        """IrBasicBlockSplitCount: cache-invalidating ops, counted as often as they are emitted."""
+        if node.opcode != "fusion" or node.fused is None:
+            return int(node.opcode in CACHE_INVALIDATING)
+        info = self.analysis._fusion_info(node)
+        return int(sum(info.props[n.uid].ir_size for n in node.fused.nodes() if n.opcode in CACHE_INVALIDATING))
+
+    # -- coalescing -------------------------------------------------------------------------
+    def read_coalesced(self, kind: str, producer: Node, consumer: Node | None) -> bool:
+        """IsReadCoalescedHeuristic: a transpose of the minor dimension (not of a broadcast or
+        iota) outside a transpose emitter breaks coalescing, and so does fusing two reductions."""
+        if kind != TRANSPOSE:
+            if _bad_transpose(producer) or (consumer is not None and _bad_transpose(consumer)):
+                return False
+        if (kind == REDUCTION and consumer is not None and is_input_fusible_reduction(producer, self.cfg)
+                and is_input_fusible_reduction(consumer, self.cfg)):
+            return False
+        return True
+
+    # -- launch dimensions ----------------------------------------------------------------
+    def launch_dimensions(self, shape: FusionShape) -> LaunchDimensions:
+        """EstimateFusionLaunchDimensions with the MLIR emitters (level 4)."""
+        kind = emitter_kind(shape, self.cfg)
+        if kind == REDUCTION:
+            return self._reduction_launch(shape)
+        if kind == TRANSPOSE:
+            return self._transpose_launch(shape)
+        if kind in (CUSTOM, TRITON, CUDNN):
+            n = elements_recursive(shape.roots[0].shape)
+            return LaunchDimensions(-(-n // 128), 128)
+        if kind == CONCATENATE:
+            largest = max((op.shape for op in shape.heroes[0].operands), key=elements)
+            return self._calculate(largest, self._unroll(shape, largest))
+        if kind == INPUT_SLICES:
+            operand = shape.roots[0].operands[0].shape
+            return self._calculate(operand, max(1, -(-8 // _smallest_bits(shape.roots))))
+        if kind == SCATTER:
+            scatter = shape.roots[0]
+            updates = scatter.operands[(len(scatter.operands) - 1) // 2 + 1].shape
+            return self._calculate(updates, 1)
+        if all(r.opcode == "dynamic-update-slice" for r in shape.roots):
+            update = shape.roots[0].operands[1].shape
+            return self._calculate(update, self._unroll(shape, update))
+        element = _element_shape(shape.roots[0].shape)
+        return self._calculate(element, self._unroll(shape, element))
+
+    def _unroll(self, shape: FusionShape, element) -> int:
+        """ComputeLoopFusionConfig: unroll 4 or 2 for large kernels that vectorise; at least
+        enough elements per thread to fill a byte."""
+        n = elements(element)
+        unroll = 1
+        if n >= self.device.threads_per_core_limit * self.device.core_count and not _may_prevent_vectorization(shape):
+            unroll = next((k for k in (4, 2) if n % k == 0), 1)
+        return max(unroll, -(-8 // _smallest_bits(shape.roots)))
+
+    def _calculate(self, shape, unroll: int) -> LaunchDimensions:
+        """CalculateLaunchDimensions: 4 warps per block, one thread per `unroll` elements."""
+        n = elements(shape)
+        if n <= 1:
+            return LaunchDimensions(1, 1)
+        n = -(-n // unroll)
+        threads = min(self.device.threads_per_warp * 4, n)
+        return LaunchDimensions(-(-n // threads), threads)
+
+    def _vector_size(self, shape: FusionShape, minor: int, threads: int) -> int:
+        """GetVectorSizeForMlir."""
+        if minor % 2 or threads * 2 > minor:
+            return 1
+        if any(op.shape.element_type in ("c64", "c128") for h in shape.heroes for op in h.operands):
+            return 1
+        smallest_input = _smallest_bits(shape.inputs)
+        if smallest_input >= 64:
+            return 1
+        if smallest_input >= 32:
+            return 2
+        if threads * 4 > minor:
+            return 2
+        return 4 if minor % 4 == 0 else 2
+
+    def _reduction_launch(self, shape: FusionShape) -> LaunchDimensions:
+        hero = first_reduction_hero(shape, self.cfg)
+        dims = reduction_dimensions(hero)
+        d0, d1, d2 = dims.dims
+        groups = 1
+        if dims.is_row:
+            multi = self._multi_row(shape, d1, d2)
+            if multi is not None:
+                return LaunchDimensions(multi.blocks * groups, multi.threads)
+            reduced = min(self.cfg.row_reduction_min_threads, _round_up(-(-d2 // 16), 32))
+            kept = 1
+            if reduced * 2 <= 256:
+                kept = d1 if d1 * reduced <= 256 else 256 // reduced
+            vector = self._vector_size(shape, d2, reduced)
+            minor = d2 // vector
+            tile = min(16 // vector, -(-minor // reduced))
+            blocks = -(-d1 // kept) * -(-minor // (tile * reduced))
+            return LaunchDimensions(blocks * groups, kept * reduced)
+        if 32 % d2 == 0:
+            vector = self._vector_size(shape, d1 * d2, 32)
+            threads = 128
+            shared_rows = vector * threads // d2
+            while shared_rows > 32 and vector > 1:
+                vector //= 2
+                shared_rows //= 2
+            if shared_rows > 32:
+                threads //= shared_rows // 32
+            return LaunchDimensions(d0 * groups, threads)
+        vector = self._vector_size(shape, d2, 32)
+        return LaunchDimensions(d0 * -(-d2 // (32 * vector)) * groups, 32 * 32)
+
+    def _multi_row(self, shape: FusionShape, d1: int, d2: int) -> LaunchDimensions | None:
+        """MlirMultiRowReductionFusion::TryCreate: rows of a power-of-two size that fit a warp."""
+        if d2 & (d2 - 1):
+            return None
+        smallest_in, smallest_out = _smallest_bits(shape.inputs), _smallest_bits(shape.roots)
+        smallest, largest = min(smallest_in, smallest_out), max(smallest_in, smallest_out)
+        if largest >= 1 << 30:
+            largest = smallest_out
+        vector = min(d2, 64 // smallest)
+        if largest >= 32:
+            vector = min(128 // largest, vector)
+
+        def threads_for(v):
+            reduced = d2 // v
+            kept = d1 if d1 * reduced <= 256 else 256 // reduced
+            return kept, reduced
+
+        if d2 > 32 * vector:
+            return None
+        while vector > 1 and -(-d1 // threads_for(vector)[0]) < self.device.core_count:
+            vector //= 2
+        if d2 > 32 * vector:
+            return None
+        kept, reduced = threads_for(vector)
+        return LaunchDimensions(-(-d1 // kept), kept * reduced)
+
+    def _transpose_launch(self, shape: FusionShape) -> LaunchDimensions:
+        hero = consistent_transpose_hero(shape, self.cfg)
+        desc = tiled_transpose(hero, self.cfg)
+        perm = list(attributes.dimensions(hero))
+        input_shape = list(hero.operands[0].shape.dims)
+        rank = len(input_shape)
+        unchanged = perm[-1] == rank - 1
+        max_bytes, shmem = 0, 0
+        for h in shape.heroes:
+            if tiled_transpose(h, self.cfg) is not None:
+                size = byte_width(h.shape.element_type) * (input_shape[-1] if unchanged else 1)
+                max_bytes = max(max_bytes, size)
+                shmem += 32 * 33 * size
+
+        def counts(vector):
+            block = [1] * rank
+            if unchanged:
+                block[-1] = vector
+                block[rank - 2] = 32
+                block[perm[rank - 2]] = 32
+            else:
+                block[-1] = 32 * vector
+                block[perm[-1]] = 32 * vector
+            return [-(-input_shape[i] // block[i]) for i in range(rank)]
+
+        del desc
+        if unchanged:
+            blocks = math.prod(counts(input_shape[-1]))
+        else:
+            blocks = math.prod(counts(1))
+            vec = 4 // max_bytes if max_bytes else 1
+            while vec > 1:
+                per_thread = vec * vec
+                enough_work = blocks * 128 >= per_thread * self.device.core_count * self.device.threads_per_core_limit
+                enough_shmem = shmem * per_thread <= self.device.shared_memory_per_block
+                aligned = input_shape[-1] % vec == 0 and input_shape[perm[-1]] % vec == 0
+                if enough_work and enough_shmem and aligned:
+                    blocks = math.prod(counts(vec))
+                    break
+                vec //= 2
+        return LaunchDimensions(blocks, 128)
+
+    # -- producer fused into consumer -----------------------------------------------------
+    def preview(self, producer: Node, consumer: Node) -> FusionShape:
+        """HloFusionAnalysis of `producer` fused into `consumer`, from a scratch copy of the
+        two (the real graph is not touched)."""
+        merged = preview_fusion(producer, consumer, self.cfg)
+        return analyse(merged, self.cfg)
+
+
+def preview_fusion(producer: Node, consumer: Node, cfg: GpuConfig) -> Node:
+    """A scratch fusion holding `consumer` with `producer` fused in, its other operands as
+    parameters of a scratch computation."""
+    scratch = Program("preview")
+    graph = scratch.add_graph(Graph(scratch, "preview"))
+    mapping: dict[int, Node] = {}
+
+    def outside(node: Node) -> Node:
+        if node.uid not in mapping:
+            param = Node("p", "parameter", node.shape, literal=str(len(graph.parameters)))
+            graph.add(param)
+            mapping[node.uid] = param
+        return mapping[node.uid]
+
+    def copy(node: Node, operand_of) -> Node:
+        clone = clone_node(node, graph)
+        for op in node.operands:
+            add_operand(clone, operand_of(op))
+        return clone
+
+    p = copy(producer, outside)
+    mapping[producer.uid] = p
+    c = copy(consumer, lambda op: p if op is producer else outside(op))
+    graph.root = c
+    fusion = c if c.opcode == "fusion" else create_fusion(c, choose_fusion_kind(producer, consumer, cfg))
+    if any(op is p for op in fusion.operands):
+        fuse_instruction(fusion, p)
+    return fusion
+
+
+def _bad_transpose(node: Node) -> bool:
+    """A transpose of the minor dimension whose input is not a broadcast or iota."""
+    nodes = node.fused.nodes() if node.opcode == "fusion" and node.fused is not None else [node]
+    return any(transposes_minor_dimension(n) and n.operands and not _is_broadcast(n.operands[0]) for n in nodes)
+
+
+def _is_broadcast(node: Node) -> bool:
+    while True:
+        if node.opcode in ("broadcast", "iota"):
+            return True
+        if len(node.operands) != 1 or (node.opcode != "bitcast" and not is_elementwise(node)):
+            return False
+        node = node.operands[0]
+
+
+def _smallest_bits(nodes) -> int:
+    bits = [8 if n.shape.element_type == "pred" else bit_width(n.shape.element_type)
+            for n in nodes if n.shape.is_array]
+    return min(bits) if bits else 1 << 30
+
+
+def _element_shape(shape):
+    while shape.is_tuple:
+        shape = shape.tuple_shapes[0]
+    return shape
+
+
+def _may_prevent_vectorization(shape: FusionShape) -> bool:
+    """MayPreventVectorization: ops the loop emitter does not vectorise well."""
+    roots = shape.roots
+    graph = roots[0].graph
+    nodes = graph.nodes() if graph is not None and graph.is_fusion_body else list(roots)
+    for n in nodes:
+        if n.opcode in ("reduce-window", "sort", "dot", "sine", "cosine", "tan", "power", "atan2"):
+            return True
+        if n.opcode == "concatenate" and len(n.operands) > 10:
+            return True
+        if n.opcode == "reduce" and n.shape.is_tuple and len(n.shape.tuple_shapes) > 1:
+            return True
+    return False
+
+
+def _round_up(x: int, multiple: int) -> int:
+    return -(-x // multiple) * multiple
+
+
+def _llround(x: float) -> int:
+    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))

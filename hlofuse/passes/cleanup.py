@@ -1,0 +1,155 @@
+"""The small passes XLA:GPU's fusion pipelines run between the fusion passes: HloCSE (inside
+fusion computations only, layout sensitive), HloDCE, and VariadicOpSplitter (concatenates of
+more than 128 operands).  Both the legacy and the priority pipeline use them.
+
+They make no fusion decisions, so they record none; they change what later passes see (user
+counts after CSE decide tiled-transpose heroes, XLA's comment says).
+"""
+
+from __future__ import annotations
+
+from ..graph import Graph, Node, Program, add_operand
+from ..pipeline import Context
+
+#: VariadicOpSplitter's kMaxParameters.
+MAX_CONCAT_OPERANDS = 128
+
+_IGNORED_FOR_CSE = frozenset({"metadata", "frontend_attributes", "sharding", "statistics", "origin"})
+_SIDE_EFFECT = frozenset({
+    "rng", "rng-get-and-update-state", "infeed", "outfeed", "send", "send-done", "recv", "recv-done",
+    "custom-call", "all-reduce", "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start",
+    "all-gather-done", "collective-permute", "collective-permute-start", "collective-permute-done",
+    "all-to-all", "reduce-scatter", "collective-broadcast", "after-all", "add-dependency", "opt-barrier",
+    "parameter", "while", "conditional", "call",
+})
+
+
+def remove_instruction(graph: Graph, node: Node) -> None:
+    """Delete a user-less instruction, and its fused computation if it is a fusion."""
+    graph.remove(node)
+    if node.fused is not None:
+        graph.program.remove_graph(node.fused)
+        for inner in node.fused.nodes():
+            if inner.fused is not None:
+                graph.program.remove_graph(inner.fused)
+
+
+# ------------------------------------------------------------------------------------------
+# HloCSE(is_layout_sensitive=true, only_fusion_computations=true)
+# ------------------------------------------------------------------------------------------
+
+
+def _cse_key(node: Node) -> tuple:
+    attrs = tuple((k, v) for k, v in node.attrs if k not in _IGNORED_FOR_CSE)
+    return (node.opcode, node.shape.to_text(layout=True), tuple(op.uid for op in node.operands), attrs,
+            node.literal, tuple(node.called), node.fused.name if node.fused is not None else None)
+
+
+def cse_fusion_computations(program: Program, ctx: Context | None = None) -> bool:
+    """Merge identical instructions (same opcode, layout-sensitive shape, operands and
+    attributes) inside every fusion computation."""
+    changed = False
+    for graph in list(program.graphs.values()):
+        if graph.is_fusion_body:
+            changed |= cse_graph(graph)
+    return changed
+
+
+def cse_graph(graph: Graph) -> bool:
+    seen: dict[tuple, Node] = {}
+    changed = False
+    for node in graph.post_order():
+        if node.opcode in _SIDE_EFFECT or node not in graph:
+            continue
+        key = _cse_key(node)
+        first = seen.get(key)
+        if first is None:
+            seen[key] = node
+            continue
+        graph.replace_all_uses(node, first)
+        if not node.users and graph.root is not node:
+            remove_instruction(graph, node)
+        changed = True
+    return changed
+
+
+# ------------------------------------------------------------------------------------------
+# HloDCE
+# ------------------------------------------------------------------------------------------
+
+_DCE_KEEP = _SIDE_EFFECT - {"rng", "custom-call", "while", "conditional", "call"}
+
+
+def _removable(node: Node) -> bool:
+    from ..gpu.properties import has_side_effect
+
+    if node.opcode in ("parameter",) or node.opcode in _DCE_KEEP:
+        return False
+    return not has_side_effect(node)
+
+
+def dce(program: Program, ctx: Context | None = None) -> bool:
+    """Remove instructions no one uses (not roots, not parameters, no side effects), and
+    fused computations no fusion calls any more."""
+    changed = False
+    for graph in list(program.graphs.values()):
+        if graph.name not in program.graphs:
+            continue
+        changed |= dce_graph(graph)
+    return changed
+
+
+def dce_graph(graph: Graph) -> bool:
+    changed = False
+    for node in reversed(graph.post_order()):
+        if node not in graph or node.users or graph.root is node or not _removable(node):
+            continue
+        remove_instruction(graph, node)
+        changed = True
+    return changed
+
+
+# ------------------------------------------------------------------------------------------
+# VariadicOpSplitter
+# ------------------------------------------------------------------------------------------
+
+
+def split_variadic_ops(program: Program, ctx: Context | None = None) -> bool:
+    """Rebuild every concatenate of more than 128 operands (outside fusion computations) as a
+    tree of concatenates of at most 128 operands (batches in operand order)."""
+    changed = False
+    for graph in program.non_fusion_graphs():
+        for node in graph.post_order():
+            if node.opcode == "concatenate" and len(node.operands) > MAX_CONCAT_OPERANDS:
+                _split(graph, node)
+                changed = True
+    return changed
+
+
+def _split(graph: Graph, concat: Node) -> None:
+    from ..attributes import dimensions
+    from ..ir import Shape
+
+    dim = dimensions(concat)[0]
+    operands = list(concat.operands)
+    while len(operands) > MAX_CONCAT_OPERANDS:
+        merged: list[Node] = []
+        for start in range(0, len(operands), MAX_CONCAT_OPERANDS):
+            batch = operands[start:start + MAX_CONCAT_OPERANDS]
+            if start > 0 and len(batch) < MAX_CONCAT_OPERANDS:
+                merged.extend(batch)  # a trailing partial batch waits for the next round
+                continue
+            dims = list(batch[0].shape.dims)
+            dims[dim] = sum(op.shape.dims[dim] for op in batch)
+            shape = Shape(concat.shape.element_type, tuple(dims), concat.shape.layout)
+            part = Node("concatenate", "concatenate", shape, attrs=[("dimensions", "{%d}" % dim)])
+            graph.add(part)
+            for op in batch:
+                add_operand(part, op)
+            merged.append(part)
+        operands = merged
+    for op in set(concat.operands):
+        op.users = [u for u in op.users if u is not concat]
+    concat.operands = []
+    for op in operands:
+        add_operand(concat, op)

@@ -1,0 +1,77 @@
+"""FusionMerger (xla/service/gpu/transforms/fusion_merger.cc at XLA 76da7301): merge each loop
+fusion into all of its users, or leave it alone (docs/xla/legacy-gpu-pipeline.md §5).
+
+Traversal: every non-fusion computation; a snapshot of its post order (defs before uses);
+only `fusion` instructions are producers.  Removed producers stay in the snapshot and are
+skipped as XLA skips them (they have no users).  Every (producer, user) pair yields one
+Decision; the producer's verdict is shared by all its users, since XLA merges all or none.
+"""
+
+from __future__ import annotations
+
+from ..cost.legacy import LegacyPerformanceModel
+from ..gpu import gpu_config
+from ..gpu.fusible import choose_fusion_kind
+from ..graph import Graph, Node, create_fusion, merge_fusion
+from ..pipeline import Context, decision_from
+from .cleanup import remove_instruction
+from ..rules import Candidate, Outcome, evaluate
+from ..rules.fusion_merger import stages
+
+
+def run(program, ctx: Context) -> bool:
+    changed = False
+    for graph in program.non_fusion_graphs():
+        changed |= merge_computation(graph, ctx)
+    return changed
+
+
+def merge_computation(graph: Graph, ctx: Context) -> bool:
+    cfg = gpu_config(ctx)
+    model: LegacyPerformanceModel | None = None
+    changed = False
+    for producer in graph.post_order():
+        if producer.opcode != "fusion" or producer not in graph or not producer.users:
+            continue
+        if model is None:
+            model = LegacyPerformanceModel(cfg)
+        users = list(producer.users)
+        outcome, blocking_user = should_merge(producer, users, ctx, model)
+        for user in users:
+            ctx.record(decision_from(ctx.pass_name, producer, user, outcome))
+        if outcome.allowed:
+            merge_into_users(producer, users, ctx, model)
+            changed = True
+    return changed
+
+
+def should_merge(producer: Node, users: list[Node], ctx: Context, model) -> tuple[Outcome, Node | None]:
+    """FusionInstructionMerger::ShouldFuse: the stages in XLA's order, first refusal wins."""
+    relaxed: list[str] = []
+    for rule_ids, per_user in stages():
+        for user in (users if per_user else users[:1]):
+            cand = Candidate(producer, user, ctx, {"users": users, "model": model})
+            outcome = evaluate(rule_ids, cand, ctx.relaxed)
+            relaxed.extend(r for r in outcome.relaxed if r not in relaxed)
+            if not outcome.allowed:
+                facts = dict(outcome.facts)
+                facts.setdefault("user", user.name)
+                return Outcome(outcome.blocked_by, facts, tuple(relaxed)), user
+    return Outcome(None, {}, tuple(relaxed)), None
+
+
+def merge_into_users(producer: Node, users: list[Node], ctx: Context, model) -> None:
+    """FuseIntoAllUsers: wrap non-fusion users in a fusion named `fusion`, inline the producer
+    into each, then delete it."""
+    cfg = gpu_config(ctx)
+    graph = producer.graph
+    for user in users:
+        model.analysis.revisit(user)
+        consumer = user
+        if consumer.opcode != "fusion":
+            consumer = create_fusion(user, choose_fusion_kind(producer, user, cfg))
+        merge_fusion(consumer, producer)
+        model.analysis.revisit(consumer)
+    assert not producer.users, f"{producer.name} still has users after merging"
+    remove_instruction(graph, producer)
+    model.analysis.revisit(producer)

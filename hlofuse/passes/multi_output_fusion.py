@@ -1,0 +1,187 @@
+"""MultiOutputFusion (xla/service/gpu/transforms/multi_output_fusion.cc), for both pipelines:
+sibling fusion, then producer-consumer multi-output fusion, for every instruction of every
+fusible computation, walking the post order backwards (uses before defs).
+
+The checks are the same in 2024 and 2026; only the cost model differs.  The model comes from
+`ctx.cache["mof_model"]` when a pipeline put a factory there (`factory(cfg) -> model`, the
+priority pipeline's 2026 model); otherwise the 2024 LegacyPerformanceModel is used.  A model
+provides `estimate_run_times(producer, consumers, multi_output=True)` (with `.fused`,
+`.unfused`, `.fused_us`, `.unfused_us`), `merged_too_large(producer, consumer) -> (bool,
+merged, splits)` and `analysis.revisit(node)`.
+
+docs/xla/legacy-gpu-pipeline.md §7; docs/xla/priority-fusion.md §7.
+"""
+
+from __future__ import annotations
+
+from ..cost.legacy import LegacyPerformanceModel
+from ..gpu import gpu_config
+from ..gpu.config import GpuConfig
+from ..gpu.fusible import (choose_fusion_kind, fusible_computations, is_fusible_as_multi_output_fusion_root,
+                           is_nestable_variadic_reduction)
+from ..gpu.properties import is_custom_fusion, is_multi_output_fusion
+from ..graph import Graph, Node, create_fusion, fuse_into_multi_output
+from ..pipeline import Context, decision_from
+from .cleanup import remove_instruction
+from ..rules import Candidate, Outcome, evaluate
+from ..rules.multi_output_fusion import PRODUCER_RULES, consumer_rules, sibling_rules
+
+
+def run(program, ctx: Context) -> bool:
+    cfg = gpu_config(ctx)
+    changed = False
+    for graph in fusible_computations(program, cfg):
+        changed |= MultiOutputFusion(graph, ctx, cfg).run()
+    return changed
+
+
+def make_model(ctx: Context, cfg: GpuConfig):
+    factory = ctx.cache.get("mof_model")
+    return factory(cfg) if factory is not None else LegacyPerformanceModel(cfg)
+
+
+def priority(node: Node) -> int:
+    """FusionPriority: a multi-output fusion 2, another fusion 1, an unfused op 0."""
+    if is_multi_output_fusion(node):
+        return 2
+    return 1 if node.opcode == "fusion" else 0
+
+
+class Reachability:
+    """Answers "does b depend on a?" for one computation; forgets after every change
+    (XLA rebuilds its HloDfsReachability after each fusion)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[int, int], bool] = {}
+
+    def reset(self) -> None:
+        self._memo.clear()
+
+    def __call__(self, a: Node, b: Node) -> bool:
+        key = (a.uid, b.uid)
+        found = self._memo.get(key)
+        if found is None:
+            found = _reaches(a, b)
+            self._memo[key] = found
+        return found
+
+
+def _reaches(a: Node, b: Node) -> bool:
+    if a is b:
+        return True
+    seen = {a.uid}
+    stack = [a]
+    while stack:
+        node = stack.pop()
+        for user in node.users:
+            if user is b:
+                return True
+            if user.uid not in seen:
+                seen.add(user.uid)
+                stack.append(user)
+    return False
+
+
+class MultiOutputFusion:
+    """DoMultiOutputFusion for one computation."""
+
+    def __init__(self, graph: Graph, ctx: Context, cfg: GpuConfig):
+        self.graph = graph
+        self.ctx = ctx
+        self.cfg = cfg
+        self.model = make_model(ctx, cfg)
+        self.reachable = Reachability()
+
+    def run(self) -> bool:
+        changed = False
+        for node in reversed(self.graph.post_order()):
+            if node not in self.graph:
+                continue  # merged away earlier: XLA's stale pointer has no users
+            if node.opcode == "constant" or is_custom_fusion(node):
+                continue
+            changed |= self.fuse_siblings(node)
+            changed |= self.fuse_producer_into_consumer(node)
+        return changed
+
+    # -- siblings ---------------------------------------------------------------------------
+    def _is_sibling_candidate(self, node: Node) -> bool:
+        if not node.users or not is_fusible_as_multi_output_fusion_root(node, self.cfg):
+            return False
+        if is_nestable_variadic_reduction(node, self.cfg):
+            return False
+        return not is_multi_output_fusion(node) or all(u.opcode == "get-tuple-element" for u in node.users)
+
+    def fuse_siblings(self, parent: Node) -> bool:
+        if parent.shape.is_effective_scalar:
+            return False  # IsProfitableOperand: a scalar is cheap to read twice
+        siblings = [u for u in parent.users if self._is_sibling_candidate(u)]
+        siblings.sort(key=lambda n: -priority(n))  # stable, as std::stable_sort
+        changed = False
+        for i in range(len(siblings)):
+            if i >= len(siblings):
+                break
+            first = siblings[i]
+            if first.opcode != "fusion":
+                continue
+            j = i + 1
+            while j < len(siblings):
+                second = siblings[j]
+                extra = {"parent": parent, "reachable": self.reachable, "pair": (first, second),
+                         "budget": (first, second, False), "model": self.model}
+                outcome = self.ctx.decide(sibling_rules(), Candidate(first, second, self.ctx, extra))
+                if not outcome.allowed:
+                    j += 1
+                    continue
+                self.model.analysis.revisit(first)
+                self.model.analysis.revisit(second)
+                was_input = second.opcode == "fusion" and second.fusion_kind == "kInput"
+                fuse_into_multi_output(first, second)
+                if was_input:
+                    first.fusion_kind = "kInput"
+                if second in self.graph and not second.users:
+                    remove_instruction(self.graph, second)
+                self.model.analysis.revisit(first)
+                del siblings[j]
+                self.reachable.reset()
+                changed = True
+        return changed
+
+    # -- producer into consumer -------------------------------------------------------------
+    def fuse_producer_into_consumer(self, producer: Node) -> bool:
+        users = list(producer.users)
+        if not users or producer.opcode == "parameter":
+            return False
+        if len(users) == 1 and not is_multi_output_fusion(users[0]):
+            return False  # already decided by instruction fusion / the fusion merger
+        eligible = evaluate(PRODUCER_RULES, Candidate(producer, users[0], self.ctx), self.ctx.relaxed)
+        if not eligible.allowed:
+            for user in users:
+                self.ctx.record(decision_from(self.ctx.pass_name, producer, user, eligible))
+            return False
+        outcomes: list[tuple[Node, Outcome]] = []
+        for consumer in users:
+            extra = {"reachable": self.reachable, "pair": (consumer, producer),
+                     "budget": (producer, consumer, False), "model": self.model}
+            outcome = evaluate(consumer_rules(), Candidate(producer, consumer, self.ctx, extra), self.ctx.relaxed)
+            relaxed = tuple(dict.fromkeys(eligible.relaxed + outcome.relaxed))
+            outcomes.append((consumer, Outcome(outcome.blocked_by, outcome.facts, relaxed)))
+        passing = [c for c, o in outcomes if o.allowed]
+        chosen = max(passing, key=priority) if passing else None  # first of the highest priority
+        for consumer, outcome in outcomes:
+            if outcome.allowed and consumer is not chosen:
+                outcome = evaluate(("MOF-OTHER-CONSUMER-PREFERRED",),
+                                   Candidate(producer, consumer, self.ctx, {"chosen": chosen}))
+            self.ctx.record(decision_from(self.ctx.pass_name, producer, consumer, outcome))
+        if chosen is None:
+            return False
+        self.model.analysis.revisit(producer)
+        self.model.analysis.revisit(chosen)
+        target = chosen
+        if target.opcode != "fusion":
+            target = create_fusion(chosen, choose_fusion_kind(producer, chosen, self.cfg))
+        fuse_into_multi_output(target, producer)
+        if producer in self.graph and not producer.users:
+            remove_instruction(self.graph, producer)
+        self.model.analysis.revisit(target)
+        self.reachable.reset()
+        return True
