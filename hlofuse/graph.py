@@ -654,6 +654,10 @@ def fuse_into_multi_output(fusion: Node, producer: Node) -> Node:
     graph = fusion.graph
     body = fusion.fused
     was_tuple = body.root.opcode == "tuple"
+    # A multi-output producer is read through get-tuple-elements; a fusion whose root is a
+    # variadic reduce is tuple-shaped too, but its users read the whole value.
+    producer_is_mof = producer.opcode == "fusion" and producer.fused is not None and \
+        producer.fused.root.opcode == "tuple"
     if producer.opcode == "fusion":
         outputs_before = list(body.root.operands) if was_tuple else [body.root]
         inner = merge_fusion_outputs(fusion, producer)
@@ -688,7 +692,7 @@ def fuse_into_multi_output(fusion: Node, producer: Node) -> Node:
     producers = [producer]
     for k, _ in enumerate(new_outputs):
         source = producers[0]
-        if producer.opcode == "fusion" and producer.shape.is_tuple:
+        if producer_is_mof:
             for user in list(source.users):
                 if user.opcode == "get-tuple-element":
                     idx = int(user.attr("index"))
