@@ -87,13 +87,54 @@ class _RunTimeData:
     exec_time: int | float
 
 
+class LegacyCostAnalysis(GpuHloCostAnalysis):
+    """GpuHloCostAnalysis, with HloCostAnalysis::HandleFusion's treatment of tuple-shaped
+    fused parameters: the bytes read are those of the leaves the fusion reads through
+    get-tuple-element (each leaf size times its utilisation), not the tuple's index table."""
+
+    def _analyse_fusion(self, fusion: Node):
+        props = super()._analyse_fusion(fusion)
+        info = self._fusions.get(fusion.uid)
+        if info is None:
+            return props
+        for i, param in enumerate(fusion.fused.parameters):
+            if param.shape.is_tuple and i < len(props.operand_bytes):
+                props.operand_bytes[i] = float(sum(
+                    _llround(shape_size(node.shape) * info.props[node.uid].utilization)
+                    for node in _leaf_readers(param)))
+        return props
+
+
+def _leaf_readers(param: Node) -> list[Node]:
+    """For each array leaf of a tuple parameter, the get-tuple-element reading it (or the
+    deepest node of the path that exists), as HandleFusion looks them up."""
+    out = []
+
+    def walk(shape, index):
+        if shape.is_tuple:
+            for k, sub in enumerate(shape.tuple_shapes):
+                walk(sub, index + (k,))
+            return
+        node = param
+        for k in index:
+            found = next((u for u in node.users if u.opcode == "get-tuple-element"
+                          and int(u.attr("index") or -1) == k), None)
+            if found is None:
+                break
+            node = found
+        out.append(node)
+
+    walk(param.shape, ())
+    return out
+
+
 class LegacyPerformanceModel:
     """XLA 2024's GpuPerformanceModel over one computation's cost analysis."""
 
     def __init__(self, cfg: GpuConfig, analysis: GpuHloCostAnalysis | None = None):
         self.cfg = cfg
         self.device = cfg.device
-        self.analysis = analysis or GpuHloCostAnalysis(profile_for(cfg.device))
+        self.analysis = analysis or LegacyCostAnalysis(profile_for(cfg.device))
 
     # -- device ---------------------------------------------------------------------------
     @property
