@@ -223,8 +223,8 @@ def _builtin() -> None:
     register_pass("gpu_fusible_predicate", _run_predicates)
     register_pass("fusion_merger", _run_fusion_merger)
     register_pass("multi_output_fusion", _run_multi_output_fusion)
-    _optional("horizontal_loop_fusion", "tests.conformance._legacy_extra", "run_horizontal_loop_fusion")
-    _optional("gpu_instruction_fusion", "tests.conformance._legacy_extra", "run_gpu_instruction_fusion")
+    _optional("horizontal_loop_fusion", f"{__package__}._legacy_extra", "run_horizontal_loop_fusion")
+    _optional("gpu_instruction_fusion", f"{__package__}._legacy_extra", "run_gpu_instruction_fusion")
 
 
 def _optional(name: str, module: str, function: str) -> None:
