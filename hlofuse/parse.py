@@ -10,6 +10,7 @@ Stages, so tests can enter anywhere:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -57,24 +58,143 @@ def _cache_file(grammar_text: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def parser() -> lark.Lark:
-    """The HLO parser: LALR(1), contextual lexer, callbacks run during parsing."""
+    """The HLO parser: LALR(1), hlofuse's contextual lexer (`_Lexer`), callbacks run during
+    parsing (no parse tree is built)."""
     path = grammar_path()
     text = path.read_text()
-    return lark.Lark(
-        text,
-        parser="lalr",
-        lexer="contextual",
-        start=["start", "computation_body", "attribute_value"],
-        transformer=_Callbacks(),
-        cache=_cache_file(text),
-        maybe_placeholders=False,
-    )
+    with _memoized_regexp_width():
+        return lark.Lark(
+            text,
+            parser="lalr",
+            lexer=_Lexer,
+            start=["start", "computation_body", "attribute_value", "token_pieces"],
+            transformer=_Callbacks(),
+            cache=_cache_file(text),
+            maybe_placeholders=False,
+        )
+
+
+@contextlib.contextmanager
+def _memoized_regexp_width():
+    """While Lark compiles the grammar (only when the cache is cold), remember the widths of
+    regular expressions.  Lark computes the width of every composed terminal at each level it
+    is used in, re-parsing the same large patterns about 2000 times; memoised, it parses each
+    about once (7 s -> under 2 s).  A pure function of the pattern text, so this is safe."""
+    import lark.lexer as lark_lexer
+    import lark.utils as lark_utils
+
+    original = getattr(lark_utils, "get_regexp_width", None)
+    if original is None or getattr(lark_lexer, "get_regexp_width", None) is not original:
+        yield  # a Lark whose internals differ: compile the slow way
+        return
+    memo = functools.lru_cache(maxsize=None)(original)
+    lark_utils.get_regexp_width = lark_lexer.get_regexp_width = memo
+    try:
+        yield
+    finally:
+        lark_utils.get_regexp_width = lark_lexer.get_regexp_width = original
 
 
 @functools.lru_cache(maxsize=None)
 def terminal_regex(name: str) -> re.Pattern:
     """The compiled pattern of one terminal of the grammar (anchored with fullmatch by callers)."""
     return re.compile(parser().get_terminal(name).pattern.to_regexp())
+
+
+# ------------------------------------------------------------------------------------------
+# The lexer: Lark's contextual lexer, rebuilt for speed
+# ------------------------------------------------------------------------------------------
+#
+# Like Lark's contextual lexer, it matches only the terminals the parser accepts in its
+# current state, tried in Lark's order (priority, then regular expressions before literal
+# strings), and keywords (`ROOT`, `ENTRY`, ...) that a regular expression also matches are
+# told apart by a dictionary.  What differs is the cost per token: one regular expression per
+# parser state holds every terminal as a named group *and* the ignored text before it
+# (whitespace, comments), so one C-level match yields the next token; lines are counted with
+# str.count over the skipped text instead of per character.
+
+
+class _Scanner:
+    __slots__ = ("regex", "keywords", "allowed")
+
+    def __init__(self, regex, keywords, allowed):
+        self.regex, self.keywords, self.allowed = regex, keywords, allowed
+
+
+class _Lexer(lark.lexer.Lexer):
+    __future_interface__ = 2
+
+    def __init__(self, lexer_conf):
+        self.terminals = {t.name: t for t in lexer_conf.terminals}
+        ignored = "|".join(self.terminals[name].pattern.to_regexp() for name in sorted(lexer_conf.ignore))
+        # Atomic (a lookahead, then a back reference to what it matched): once skipped, ignored
+        # text is never backtracked into, or a token could start inside a comment.
+        self.skip = f"(?=(?P<_skipped>(?:{ignored})*))(?P=_skipped)" if ignored else ""
+        self.skip_re = re.compile(self.skip)
+        self.ignore = frozenset(lexer_conf.ignore)
+        self.by_state: dict = {}  # parser state -> _Scanner
+        self.by_accepts: dict = {}  # frozenset of terminal names -> _Scanner (states share them)
+
+    def scanner(self, state: int, accepts) -> _Scanner:
+        key = frozenset(accepts)
+        found = self.by_accepts.get(key)
+        if found is None:
+            found = self.by_accepts[key] = self._build(key)
+        self.by_state[state] = found
+        return found
+
+    def _build(self, accepts) -> _Scanner:
+        terms = [self.terminals[n] for n in accepts if n in self.terminals and n not in self.ignore]
+        regexps = [t for t in terms if t.pattern.type == "re"]
+        keywords, alternatives = {}, []
+        for t in terms:
+            if t.pattern.type == "str" and any(re.fullmatch(r.pattern.to_regexp(), t.pattern.value) for r in regexps):
+                keywords[t.pattern.value] = t.name  # matched by a regexp, then retyped (Lark's `unless`)
+            else:
+                alternatives.append(t)
+        alternatives.sort(key=lambda t: (-t.priority, t.pattern.type != "re", -len(t.pattern.to_regexp()), t.name))
+        body = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in alternatives)
+        regex = re.compile(f"{self.skip}(?:{body})") if body else None
+        return _Scanner(regex, keywords, frozenset(t.name for t in terms))
+
+    def lex(self, lexer_state, parser_state):
+        text_slice = lexer_state.text
+        text, pos, end = text_slice.text, text_slice.start, text_slice.end
+        states = parser_state.parse_conf.parse_table.states
+        by_state = self.by_state
+        Token = lark.Token
+        line = text.count("\n", 0, pos) + 1
+        line_start = text.rfind("\n", 0, pos) + 1
+        count, rfind = text.count, text.rfind
+        while True:
+            state = parser_state.position
+            scanner = by_state.get(state) or self.scanner(state, states[state])
+            m = scanner.regex.match(text, pos, end) if scanner.regex is not None else None
+            if m is None:
+                at = self.skip_re.match(text, pos, end).end() if self.skip else pos
+                if at >= end:
+                    return
+                n = count("\n", pos, at)
+                if n:
+                    line += n
+                    line_start = rfind("\n", pos, at) + 1
+                raise UnexpectedCharacters(text, at, line, at - line_start + 1, allowed=scanner.allowed,
+                                           state=parser_state)
+            kind = m.lastgroup
+            start = m.start(kind)
+            n = count("\n", pos, start)
+            if n:
+                line += n
+                line_start = rfind("\n", pos, start) + 1
+            value = m.group(kind)
+            pos = m.end()
+            token = Token(scanner.keywords.get(value, kind), value, start, line, start - line_start + 1,
+                          None, None, pos)
+            n = count("\n", start, pos)
+            if n:
+                line += n
+                line_start = rfind("\n", start, pos) + 1
+            yield token
 
 
 # ------------------------------------------------------------------------------------------
@@ -226,14 +346,41 @@ def _attr(tok) -> tuple[str, str, int, int]:
     return (sys.intern(text[1:eq].strip()), text[eq + 1 :].strip(), tok.line, tok.column)
 
 
+def _pattern(name: str) -> str:
+    return terminal_regex(name).pattern
+
+
 @functools.lru_cache(maxsize=1)
 def _head_regex() -> re.Pattern:
-    """Splits an INSTR_HEAD token: root, name, shape, opcode, operand text."""
-    name = terminal_regex("NAME").pattern
-    shape = terminal_regex("SHAPE").pattern
-    return re.compile(
-        r"(ROOT\s+)?(" + name + r")\s*=\s*(" + shape + r")\s+([a-z][a-z0-9\-]*)\s*\(([\s\S]*)\)\Z"
-    )
+    """Splits the head of an INSTRUCTION token (the grammar's INSTR_HEAD): root, name, shape,
+    opcode, operand list; the attributes follow it."""
+    return re.compile(r"(ROOT\s+)?(" + _pattern("NAME") + r")\s*=\s*(" + _pattern("SHAPE") + r")\s+("
+                      + _pattern("OPCODE") + r")\s*(" + _pattern("OPERAND_LIST") + ")")
+
+
+@functools.lru_cache(maxsize=1)
+def _attr_regex() -> re.Pattern:
+    """One `, name=value` (the grammar's ATTR), with the name and the value as groups."""
+    return re.compile(r"\s*,\s*(" + _pattern("ATTR_NAME") + r")\s*=\s*(" + _pattern("ATTR_VALUE") + ")")
+
+
+@functools.lru_cache(maxsize=1)
+def _computation_head_regex() -> re.Pattern:
+    """Splits a COMPUTATION_HEAD token: ENTRY, name, parameter text, result shape."""
+    return re.compile(r"(ENTRY\s+)?(" + _pattern("NAME") + r")\s*(?:\(([\s\S]*)\)\s*->\s*("
+                      + _pattern("SHAPE") + r"))?\s*\{\Z")
+
+
+@functools.lru_cache(maxsize=1)
+def _param_regex() -> re.Pattern:
+    return re.compile(r"\s*(" + _pattern("NAME") + r")\s*:\s*(" + _pattern("SHAPE") + r")\s*(?:,|\Z)")
+
+
+@functools.lru_cache(maxsize=1)
+def _names_regex() -> re.Pattern:
+    """A comma-separated list of operand names (the common operand list, after index marks)."""
+    name = _pattern("NAME")
+    return re.compile(r"\s*" + name + r"\s*(?:,\s*" + name + r"\s*)*")
 
 
 @functools.lru_cache(maxsize=1)
@@ -253,9 +400,23 @@ class _Callbacks(lark.Transformer):
     # -- instructions -------------------------------------------------------------------
     def fast_instruction(self, children):
         head = children[0]
-        m = _head_regex().match(_val(head))
+        text = _val(head)
+        m = _head_regex().match(text)
         root, name, shape_text, opcode, operand_text = m.groups()
+        line, column = head.line, head.column
+        attrs = []
+        pos, end = m.end(), len(text)
+        if pos < end:
+            attr_match = _attr_regex().match
+            intern = sys.intern
+            while pos < end:
+                a = attr_match(text, pos)
+                attrs.append((intern(a.group(1)), a.group(2), line, column))
+                pos = a.end()
+        if len(children) > 1:  # attributes after a comment
+            attrs.extend(_attr(t) for t in children[1:])
         opcode = sys.intern(opcode)
+        operand_text = operand_text[1:-1]
         literal = None
         operands: list = []
         operand_shapes = None
@@ -264,7 +425,8 @@ class _Callbacks(lark.Transformer):
         elif operand_text.strip():
             if "/*" in operand_text:
                 operand_text = _INDEX_COMMENT_RE.sub("", operand_text)
-            if "[" not in operand_text and "(" not in operand_text and "{" not in operand_text:
+            if "[" not in operand_text and "(" not in operand_text and "{" not in operand_text and \
+                    _names_regex().fullmatch(operand_text):
                 operands = [_strip_percent(p.strip()) for p in operand_text.split(",")]
             else:
                 operand_shapes = []
@@ -282,15 +444,11 @@ class _Callbacks(lark.Transformer):
                     pos = m_item.end()
                 if all(s is None for s in operand_shapes):
                     operand_shapes = None
-            if any(not _is_name(o) for o in operands):
-                raise _located_error(
-                    "expects an operand name (a literal is only valid in constant(...))", head.line, head.column
-                )
-        return _RawInstr(
-            _strip_percent(name), opcode, parse_shape(shape_text), operands,
-            [_attr(t) for t in children[1:]], literal, root is not None, head.line, head.column,
-            operand_shapes,
-        )
+                if any(not _is_name(o) for o in operands):
+                    raise _located_error(
+                        "expects an operand name (a literal is only valid in constant(...))", line, column)
+        return _RawInstr(_strip_percent(name), opcode, parse_shape(shape_text), operands, attrs, literal,
+                         root is not None, line, column, operand_shapes)
 
     def instruction(self, children):
         is_root = False
@@ -400,6 +558,8 @@ class _Callbacks(lark.Transformer):
         return ("signature", children[:-1], _val(children[-1]))
 
     def computation(self, children):
+        if children[0].type == "COMPUTATION_HEAD":
+            return self.fast_computation(children)
         i = 0
         is_entry = False
         if _type(children[0]) == "ENTRY":
@@ -417,6 +577,30 @@ class _Callbacks(lark.Transformer):
         return _RawComputation(
             _strip_percent(_val(name_tok)), is_entry, params, result, attrs, instrs, first.line, first.column,
         )
+
+    def fast_computation(self, children):
+        head = children[0]
+        m = _computation_head_regex().match(_val(head))
+        entry, name, param_text, result = m.groups()
+        params = None
+        if param_text is not None:
+            params = []
+            param_match = _param_regex().match
+            pos = 0
+            while True:
+                p = param_match(param_text, pos)
+                if p is None:
+                    break
+                params.append((_strip_percent(p.group(1)), p.group(2), head.line, head.column))
+                pos = p.end()
+        instrs, attrs = [], []
+        for child in children[1:]:
+            if isinstance(child, _RawInstr):
+                instrs.append(child)
+            else:
+                attrs.append(_attr(child))
+        return _RawComputation(_strip_percent(name), entry is not None, params, result, attrs, instrs,
+                               head.line, head.column)
 
     def computation_body(self, children):
         return list(children)
@@ -541,7 +725,8 @@ def _error_at(text: str, message: str, line: int | None, column: int | None, **k
 # ------------------------------------------------------------------------------------------
 
 _FRIENDLY = {
-    "INSTR_HEAD": "an instruction (name = shape opcode(operands))",
+    "INSTRUCTION": "an instruction (name = shape opcode(operands))",
+    "COMPUTATION_HEAD": "a computation (name (parameters) -> shape {)",
     "NAME_EQ": "an instruction name followed by '='",
     "ROOT": "ROOT",
     "ATTR": "', attribute=value'",
@@ -600,7 +785,7 @@ def _convert_lark_error(text: str, err: UnexpectedInput) -> HloSyntaxError:
         allowed = set(err.allowed or ())
         if text.startswith("/*", pos):
             return _error_at(text, "unterminated comment: expected '*/'", err.line, err.column, found="'/*'")
-        if "INSTR_HEAD" in allowed or "NAME_EQ" in allowed:
+        if "INSTRUCTION" in allowed or "NAME_EQ" in allowed:
             found = _diagnose_instruction(text, pos)
             if found is not None:
                 return found
@@ -619,7 +804,7 @@ def _convert_lark_error(text: str, err: UnexpectedInput) -> HloSyntaxError:
         if tok.type == "$END":
             return _unexpected_end(text, expected)
         pos = getattr(tok, "start_pos", None)
-        if pos is not None and ("INSTR_HEAD" in expected_names or "NAME_EQ" in expected_names):
+        if pos is not None and ("INSTRUCTION" in expected_names or "NAME_EQ" in expected_names):
             found = _diagnose_instruction(text, pos)
             if found is not None:
                 return found
@@ -628,7 +813,7 @@ def _convert_lark_error(text: str, err: UnexpectedInput) -> HloSyntaxError:
             return _malformed_attribute(text, pos, tok.line, tok.column)
         found = _describe(text, pos) if pos is not None else repr(value[:40])
         message = f"found {found}, expected {_join(expected)}"
-        if tok.type == "INSTR_HEAD" and not expected:
+        if tok.type == "INSTRUCTION" and not expected:
             message = f"found {found}, expected nothing more (a lone instruction ends here)"
         return _error_at(text, message, tok.line, tok.column, found=found, expected=expected)
     return _error_at(text, str(err), getattr(err, "line", None), getattr(err, "column", None))
