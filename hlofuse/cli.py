@@ -226,6 +226,10 @@ def write_atomically(path: str, text: str | bytes) -> None:
     os.makedirs(folder, exist_ok=True)
     mode = "wb" if isinstance(text, bytes) else "w"
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    # mkstemp creates the file 0600; give the result the permissions a plain open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     try:
         with os.fdopen(fd, mode) as fh:
             fh.write(text)

@@ -1,0 +1,87 @@
+"""The JSON form of an explanation: plain dicts built field by field, so the schema is explicit
+and stable (documented in README.md, "JSON output of explain").  Bump SCHEMA when a field
+changes meaning or disappears; adding a field is compatible."""
+
+from __future__ import annotations
+
+import json as _json
+
+SCHEMA = "hlofuse.explain/1"
+
+
+def explanation_dict(ex) -> dict:
+    return {
+        "schema": SCHEMA,
+        "module": ex.module,
+        "backend": ex.backend,
+        "pipeline": ex.pipeline,
+        "gpu": ex.gpu,
+        "input": ex.input,
+        "stage": ex.stage,
+        "detected": ex.detected,
+        "xla_log": ex.xla_log,
+        "kernels": [kernel_dict(k) for k in ex.kernels],
+        "boundaries": [boundary_dict(b) for b in ex.boundaries],
+        "summary": ex.summary(),
+        "notes": list(ex.notes),
+    }
+
+
+def kernel_dict(k) -> dict:
+    return {
+        "name": k.name,
+        "kind": k.kind,
+        "label": k.label,
+        "computation": k.computation,
+        "role": k.role,
+        "instructions": list(k.instructions),
+        "root": k.root,
+        "library": k.library,
+        "bytes_out": k.bytes_out,
+        "source": source_dict(k.source),
+    }
+
+
+def boundary_dict(b) -> dict:
+    return {
+        "producer": b.producer,
+        "consumer": b.consumer,
+        "producer_kernel": b.producer_kernel,
+        "consumer_kernel": b.consumer_kernel,
+        "producer_computation": b.producer_computation,
+        "consumer_computation": b.consumer_computation,
+        "crossing": list(b.crossing),
+        "rule": b.rule,
+        "tags": list(b.tags),
+        "reason": b.reason,
+        "relaxable": b.relaxable,
+        "bytes": b.bytes,
+        "source": source_dict(b.source),
+        "consumer_source": source_dict(b.consumer_source),
+        "hint": b.hint,
+        "xla_reason": b.xla_reason,
+        "agrees_with_xla": b.agrees_with_xla,
+        "explained_by": b.explained_by,
+        "via": list(b.via),
+        "facts": {k: _plain(v) for k, v in b.facts.items()},
+    }
+
+
+def source_dict(s) -> dict | None:
+    if s is None:
+        return None
+    return {"file": s.file, "line": s.line, "op_name": s.op_name, "function": s.function}
+
+
+def _plain(value):
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
+
+
+def dumps(ex, indent: int | None = 2) -> str:
+    return _json.dumps(explanation_dict(ex), indent=indent)

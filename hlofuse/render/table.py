@@ -1,0 +1,169 @@
+"""An explanation for people: rich tables (colour only on a terminal; rich decides)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+#: Colours of boundary reasons, by rule tag (first match) — the same families as the SVG.
+TAG_STYLES = (
+    ("loop", "magenta"), ("tuple", "blue"), ("library", "green"), ("custom-call", "green"),
+    ("copy", "yellow"), ("control-flow", "cyan"), ("concat", "bright_blue"),
+    ("duplication", "bright_blue"), ("expensive", "bright_red"), ("reduction", "bright_magenta"),
+    ("budget", "bright_yellow"),
+)
+
+
+def rule_style(rule: str, tags) -> str:
+    if rule == "unknown":
+        return "bold red"
+    for tag, style in TAG_STYLES:
+        if tag in tags:
+            return style
+    return "white"
+
+
+def print_explanation(ex, console: Console, *, limit: int | None = None) -> None:
+    """The whole report: header, kernels per computation, loops, boundaries, rules, hints."""
+    s = ex.summary()
+    pipeline = f", {ex.pipeline} pipeline" if ex.pipeline else ""
+    gpu = f", {ex.gpu}" if ex.gpu else ""
+    replayed = " (fused by hlofuse's replay)" if ex.stage == "replayed" else ""
+    console.print(f"[bold]{escape(ex.module)}[/] — {ex.backend}{pipeline}{gpu}{replayed}")
+    if ex.input:
+        console.print(f"[dim]{escape(str(ex.input))}[/]")
+    if ex.detected:
+        console.print(f"[dim]{escape(ex.detected)}[/]")
+    launched = s["kernels_launched"]
+    console.print(f"{s['kernels']} kernels; {launched if launched is not None else 'unknown number of'} "
+                  f"launches per run; {s['boundaries']} boundaries ({s['unknown']} unknown); "
+                  f"{_bytes(s['bytes_across_boundaries'])} cross them per pass over the code"
+                  + (f", {_bytes(s['bytes_across_boundaries_per_run'])} per run"
+                     if s["bytes_across_boundaries_per_run"] is not None else ""))
+    console.print(computations_table(ex))
+    if ex.loops:
+        console.print(loops_table(ex))
+    console.print(boundaries_table(ex, limit=limit))
+    console.print(rules_table(ex))
+    hints = hints_by_text(ex)
+    if hints:
+        console.print("[bold]Hints[/]")
+        for text, numbers in hints.items():
+            console.print(f"  • {escape(text)} [dim](boundaries {_ranges(numbers)})[/]")
+    for note in ex.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def computations_table(ex) -> Table:
+    table = Table(title="Kernels per computation", title_justify="left")
+    table.add_column("computation")
+    table.add_column("role")
+    table.add_column("kernels", justify="right")
+    table.add_column("of which")
+    table.add_column("runs", justify="right")
+    for c in ex.computations:
+        runs = "?" if c.runs is None else _int(c.runs)
+        table.add_row(escape(c.name), c.role, str(c.kernels),
+                      ", ".join(f"{v} {k}" for k, v in sorted(c.by_kind.items(), key=lambda kv: -kv[1])), runs)
+    return table
+
+
+def loops_table(ex) -> Table:
+    table = Table(title="While loops", title_justify="left")
+    table.add_column("while")
+    table.add_column("source")
+    table.add_column("trip count", justify="right")
+    table.add_column("kernels per iteration", justify="right")
+    table.add_column("launches in all", justify="right")
+    for lp in ex.loops:
+        trip = "unknown" if lp.trip_count is None else f"{lp.trip_count} ({lp.trip_count_from})"
+        cond = f"condition {lp.condition_kernels}" if lp.condition_launched else \
+            "condition not launched: trip count known"
+        per = f"{lp.kernels_per_iteration} (body {lp.body_kernels}; {cond})"
+        total = "?" if lp.kernels_total is None else str(lp.kernels_total)
+        table.add_row(escape(lp.name), escape(lp.source.short()) if lp.source else "", trip, per, total)
+    return table
+
+
+def boundaries_table(ex, *, limit: int | None = None) -> Table:
+    shown = ex.boundaries if limit is None else ex.boundaries[:limit]
+    title = f"Kernel boundaries ({len(ex.boundaries)})"
+    if limit is not None and len(ex.boundaries) > limit:
+        title += f", first {limit} (--json or --csv for all)"
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column("#", justify="right")
+    table.add_column("producer → consumer")
+    table.add_column("rule")
+    table.add_column("why")
+    table.add_column("bytes", justify="right")
+    table.add_column("source")
+    for i, b in enumerate(shown, 1):
+        consumer = f"{b.consumer} ({b.consumer_kernel})" if b.consumer_kernel and b.consumer_kernel != b.consumer \
+            else b.consumer
+        producer = f"{b.producer} ({b.producer_kernel})" if b.producer != b.producer_kernel else b.producer
+        style = rule_style(b.rule, b.tags)
+        why = escape(b.reason)
+        if b.xla_reason:
+            mark = "" if b.agrees_with_xla is not False else " [bold red]≠[/]"
+            why += f"\n[dim]XLA: {escape(b.xla_reason)}[/]{mark}"
+        table.add_row(str(i), escape(f"{producer} → {consumer}"), f"[{style}]{escape(b.rule)}[/]", why,
+                      _bytes(b.bytes), escape(b.source.short()) if b.source else "")
+    return table
+
+
+def rules_table(ex) -> Table:
+    table = Table(title="Boundaries by rule", title_justify="left")
+    table.add_column("rule")
+    table.add_column("count", justify="right")
+    table.add_column("relaxable")
+    table.add_column("bytes", justify="right")
+    totals: dict[str, list] = defaultdict(lambda: [0, 0, None, ()])
+    for b in ex.boundaries:
+        row = totals[b.rule]
+        row[0] += 1
+        row[1] += b.bytes
+        row[2] = b.relaxable
+        row[3] = b.tags
+    for rule, (count, nbytes, relaxable, tags) in sorted(totals.items(), key=lambda kv: (-kv[1][0], kv[0])):
+        rel = "?" if relaxable is None else ("yes" if relaxable else "no")
+        table.add_row(f"[{rule_style(rule, tags)}]{escape(rule)}[/]", str(count), rel, _bytes(nbytes))
+    return table
+
+
+def hints_by_text(ex) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for i, b in enumerate(ex.boundaries, 1):
+        if b.hint:
+            out.setdefault(b.hint, []).append(i)
+    return out
+
+
+def _ranges(numbers: list[int]) -> str:
+    parts = []
+    start = prev = numbers[0]
+    for n in numbers[1:] + [None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(parts)
+
+
+def _bytes(n) -> str:
+    if n is None:
+        return "?"
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _int(value) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
