@@ -142,12 +142,10 @@ class Node:
         """Input-module instructions this node stands for (a fusion: everything inside)."""
         if self.fused is None:
             return self.origin
-        out: list[str] = []
+        out: dict[str, None] = {}  # ordered, and O(1) membership for large fusions
         for node in self.fused.nodes():
             if node.opcode != "parameter":
-                for name in node.members():
-                    if name not in out:
-                        out.append(name)
+                out.update(dict.fromkeys(node.members()))
         return tuple(out)
 
     def operand_index(self, operand: "Node") -> int:

@@ -146,6 +146,9 @@ class FusionRun:
         self._queue: list[Node | None] = []
         self._position: dict[int, int] = {}
         self._reach: dict[int, set[int]] = {}
+        self._pending: dict[int, tuple] = {}
+        #: consumer uid → the fusion that replaced it (for members when decisions are flushed)
+        self._current: dict[int, Node] = {}
         key = ("instruction-fusion-decisions", ctx.pass_name or self.policy.name)
         #: consumer uid → {producer uid → index into ctx.decisions}; shared by runs of one pass.
         self._decided: dict[int, dict[int, int]] = ctx.cache.setdefault(key, {})
@@ -187,6 +190,7 @@ class FusionRun:
         while True:
             consumer = self._pop()
             if consumer is None:
+                self._flush()
                 return changed
             candidates = sorted((i for i, op in enumerate(consumer.operands) if op.uid in self._position),
                                 key=lambda i: -self._position[consumer.operands[i].uid])
@@ -288,6 +292,7 @@ class FusionRun:
         earlier = self._decided.pop(consumer.uid, None)
         if earlier:
             self._decided.setdefault(fusion.uid, {}).update(earlier)
+        self._current[consumer.uid] = fusion
 
     # -- ComputeGloballyUnfusible -----------------------------------------------------------
     def _reachable(self, producer: "Node") -> set[int]:
@@ -352,22 +357,23 @@ class FusionRun:
         return why
 
     # -- decisions --------------------------------------------------------------------------
+    # Decisions are kept as (producer, consumer, fields) until the computation is done: the
+    # same pair is often refused again each time its fusion grows, and only the last answer
+    # is kept, so building each Decision (members, source line) once saves much time on
+    # large modules.  Members are those of the kernels when the computation is done.
+
     def _record(self, consumer: "Node", i: int, outcome: Outcome, mof_reason: str | None = None) -> None:
         producer = consumer.operands[i]
         blocked = outcome.blocked_by
         xla_reason = blocked.xla.message if blocked is not None else None
         if xla_reason is not None and mof_reason:
             xla_reason = f"{xla_reason} ; {mof_reason}"
-        self._store(producer, consumer, Decision(
-            pass_name=self.ctx.pass_name or self.policy.name,
+        self._store(producer, consumer, dict(
             producer=producer.name, consumer=consumer.name,
             verdict=Verdict.BLOCKED,
             rule=blocked.id if blocked is not None else None,
             reason=blocked.reason(outcome.facts) if blocked is not None else "",
-            xla_reason=xla_reason, facts=dict(outcome.facts), relaxed=outcome.relaxed,
-            computation=self.graph.name if self.graph is not None else None,
-            producer_members=producer.members(), consumer_members=consumer.members(),
-            source=source_location(self.program, producer)))
+            xla_reason=xla_reason, facts=dict(outcome.facts), relaxed=outcome.relaxed))
 
     def _record_fused(self, producer: "Node", fusion: "Node", outcome: Outcome, multi_output: bool) -> None:
         relaxed = outcome.relaxed
@@ -375,24 +381,39 @@ class FusionRun:
         reason = f"{producer.name} {how} into {fusion.name}"
         if relaxed:
             reason += f" (relaxed: {', '.join(relaxed)})"
-        self._store(producer, fusion, Decision(
-            pass_name=self.ctx.pass_name or self.policy.name,
+        self._store(producer, fusion, dict(
             producer=producer.name, consumer=fusion.name,
             verdict=Verdict.RELAXED if relaxed else Verdict.FUSED,
             rule=relaxed[0] if relaxed else None, reason=reason, relaxed=relaxed,
-            facts={"kind": fusion.fusion_kind or "", "multi_output": multi_output},
-            computation=self.graph.name if self.graph is not None else None,
-            producer_members=producer.members(), consumer_members=fusion.members(),
-            source=source_location(self.program, producer)))
+            facts={"kind": fusion.fusion_kind or "", "multi_output": multi_output}))
 
-    def _store(self, producer: "Node", consumer: "Node", decision: Decision) -> None:
+    def _store(self, producer: "Node", consumer: "Node", fields: dict) -> None:
         slots = self._decided.setdefault(consumer.uid, {})
         index = slots.get(producer.uid)
         if index is None:
-            slots[producer.uid] = len(self.ctx.decisions)
-            self.ctx.record(decision)
-        else:
-            self.ctx.decisions[index] = decision
+            index = slots[producer.uid] = len(self.ctx.decisions)
+            self.ctx.record(None)  # placeholder until _flush
+        self._pending[index] = (producer, consumer, fields)
+
+    def _flush(self) -> None:
+        """Turn the pending records of this computation into Decisions."""
+        computation = self.graph.name if self.graph is not None else None
+        pass_name = self.ctx.pass_name or self.policy.name
+        members: dict[int, tuple[str, ...]] = {}
+
+        def members_of(node: "Node") -> tuple[str, ...]:
+            if node.uid not in members:
+                members[node.uid] = node.members()
+            return members[node.uid]
+
+        for index, (producer, consumer, fields) in self._pending.items():
+            live = self._current.get(consumer.uid, consumer)
+            fields = {**fields, "consumer": live.name}
+            self.ctx.decisions[index] = Decision(
+                pass_name=pass_name, computation=computation,
+                producer_members=members_of(producer), consumer_members=members_of(live),
+                source=source_location(self.program, producer), **fields)
+        self._pending.clear()
 
 
 def _mof_creates_cycle(producer: "Node", consumer: "Node") -> bool:

@@ -873,30 +873,6 @@ IN_PLACE_RULES = (
 GENERIC_SHOULD_FUSE = ("IF-ROOT-PRODUCER", "IF-EXPENSIVE-DUPLICATION", "IF-CANNOT-DUPLICATE") + IN_PLACE_RULES
 
 
-@rule(id="IF-CODE-DUPLICATION", name="gpu-code-duplication", passes=("fusion",), pipelines=("legacy",),
-      tags={"duplication", "compile-time"}, relaxable=True,
-      xla=XlaRef("xla/service/gpu/transforms/instruction_fusion.cc", "GpuInstructionFusion::ShouldFuse",
-                 "the fusion would result in an overly large code duplication", XLA_COMMITS["legacy"]),
-      message="fusing {producer} into {consumer} would emit its code {emitted} times (limit "
-              f"{ALLOWED_CODE_DUPLICATION}{{extra}})")
-def gpu_code_duplication(c: Candidate):
-    """Fusing the producer would make the GPU emitter repeat its code too often.
-
-    What it checks: the consumer is a fusion and, by XLA's FusionNodeIndexingEvaluation, the
-    producer would be indexed with more than 15 distinct indices, or it is an op whose emitted
-    code cannot be cached (concatenate, dot, dynamic-update-slice, pad, reduce, reduce-window)
-    and would be emitted more than once or has several users.  Broadcasts always pass.
-    Why XLA does this: the elemental emitter regenerates a producer's code for every distinct
-    index it is read with; long chains of reshapes and slices multiply that, and compile
-    time explodes.
-    Example:
-        y = f32[64] multiply(x, two)
-        ROOT s = f32[48] fusion(y), kind=kLoop, calls=sum_of_16_slices_of_y
-    Relaxing: a compile-time trade: the kernel is larger and slower to compile, not wrong.
-    """
-    return code_duplication_facts(c)
-
-
 def code_duplication_facts(c: Candidate) -> dict | None:
     """The shared check behind every backend's code-duplication rule (the consumer must be a
     fusion; `extra["run"].indexing_evaluation(fusion)` supplies the cached evaluation).  XLA:CPU
