@@ -692,6 +692,11 @@ def parse_text(text: str, path: str | None = None, *, strict: bool = False) -> i
         raise err.located(path) from None
     except RecursionError:
         raise HloSyntaxError("input is nested too deeply", path=path) from None
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, ZeroDivisionError) as err:
+        # A bug of ours that input reached (the fuzz tests look for these): still an
+        # HlofuseError for callers, with what is needed to report it.
+        raise HloSyntaxError(f"internal error while reading HLO, please report it: {type(err).__name__}: {err}",
+                             path=path) from err
     return module
 
 

@@ -16,6 +16,14 @@ def _ints(text: str | None) -> tuple[int, ...]:
 
 def infer(opcode: str, operands: list[ir.Shape], attrs: Mapping[str, str],
           computations: Mapping[str, ir.Computation]) -> ir.Shape | None:
+    try:
+        return _infer(opcode, operands, attrs, computations)
+    except (ValueError, IndexError, KeyError, ZeroDivisionError):
+        return None  # malformed attribute values: the caller reports the missing shape
+
+
+def _infer(opcode: str, operands: list[ir.Shape], attrs: Mapping[str, str],
+           computations: Mapping[str, ir.Computation]) -> ir.Shape | None:
     if opcode in ELEMENTWISE and operands:
         first = next((s for s in operands if s.rank), operands[0])
         if not first.is_array:
@@ -57,6 +65,10 @@ def _reduce_window(operands: list[ir.Shape], window_text: str) -> ir.Shape | Non
     """XLA's InferReduceWindowShape: per dimension, windows that fit in the padded, dilated input."""
     from .attributes import _window
 
+    from .parse import terminal_regex
+
+    if not terminal_regex("WINDOW_VALUE").fullmatch(window_text):
+        return None
     half = len(operands) // 2
     inputs, inits = operands[:half], operands[half:]
     window = _window(window_text)

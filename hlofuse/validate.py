@@ -131,7 +131,13 @@ class _Checker:
     def check_layouts(self, instr: ir.Instruction) -> None:
         for leaf in instr.shape.leaves():
             layout = leaf.layout
-            if layout is None or not layout.extra:
+            if layout is None:
+                continue
+            m2m = layout.minor_to_major
+            if m2m and sorted(m2m) != list(range(leaf.rank)):
+                raise self.error(f"layout {{{','.join(map(str, m2m))}}} is not a permutation of the "
+                                 f"{leaf.rank} dimensions of {leaf.to_text(False)}", instr)
+            if not layout.extra:
                 continue
             levels = re.search(r"D\(([^)]*)\)", layout.extra)
             sparse = False
