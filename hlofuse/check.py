@@ -212,9 +212,16 @@ class CheckResult:
 
 def xla_kernels(after: ir.Module, before: ir.Module) -> dict[str, dict[str, tuple[str, ...]]]:
     """XLA's kernels per computation: kernel name → before-fusion instructions it computes."""
+    from .kernels import executed_computations
+
     mapped = map_fused_module(after, before)
+    # Reducers, comparators and other called bodies run inside kernels: only the entry, loop
+    # bodies and conditions, branches and called computations launch kernels.
+    executed = {c.name for c in executed_computations(after)}
     out: dict[str, dict[str, tuple[str, ...]]] = {}
     for comp_name, members in mapped.items():
+        if comp_name not in executed:
+            continue
         comp = after.by_name[comp_name]
         kernels = {}
         for instr in comp.instructions:

@@ -9,3 +9,33 @@ def run_gpu_instruction_fusion(program, ctx, case: dict) -> bool:
 
     options = case["expect"].get("pass_options") or {}
     return run_once(program, ctx, may_duplicate=options.get("may_duplicate", True))
+
+
+def run_horizontal_loop_fusion(program, ctx, case: dict) -> bool:
+    """HorizontalLoopFusion as the test ran it: once, or to a fixed point (with DCE) when the
+    test used HloPassFix; a vertical pre-pass first when the test ran one."""
+    from hlofuse.passes.cleanup import dce
+    from hlofuse.passes.gpu_instruction_fusion import make_passes
+    from hlofuse.passes.horizontal_fusion import run_loop
+
+    expect = case["expect"]
+    options = expect.get("pass_options") or {}
+    only_entry = True  # XLA 2024 fuses the entry computation only, whatever the test asked
+    del options
+    if expect.get("pre_passes"):
+        # XLA 2024's HorizontalLoopFusionAfterVerticalFusion runs the two GpuInstructionFusion
+        # passes first (the corpus, from later XLA, names priority fusion instead).
+        for instance in make_passes():
+            instance.run(program, ctx)
+    mode = expect.get("run_mode") or ""
+    if "fixpoint" not in mode:
+        return run_loop(program, ctx, only_entry=only_entry)
+    changed = False
+    for _ in range(25):
+        step = run_loop(program, ctx, only_entry=only_entry)
+        if "dce" in mode:
+            step |= dce(program, ctx)
+        if not step:
+            break
+        changed = True
+    return changed
