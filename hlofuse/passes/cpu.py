@@ -233,6 +233,71 @@ def wrap(node: "Node") -> "Node":
 
 
 # ------------------------------------------------------------------------------------------
+# transpose-folding (xla/service/transpose_folding.cc): shapes the input of `fusion`
+# ------------------------------------------------------------------------------------------
+
+
+def transpose_folding(program: "Program", ctx: "Context | None" = None) -> bool:
+    """XLA's TransposeFolding with its default callbacks (as XLA's unit tests run it): a
+    row/column transpose feeding a dot is folded into the dot's dimension numbers.  Not part
+    of the fusion replay (XLA:CPU runs it long before `fusion`; its effect is in the
+    before-fusion snapshot), but it explains why such dumps hold no transposes before dots."""
+    changed = False
+    for graph in program.non_fusion_graphs():
+        for dot in [n for n in graph.post_order() if n.opcode == "dot"]:
+            if len(dot.operands) != 2 or any(op.shape.rank < 2 for op in dot.operands):
+                continue
+            folds = [i for i in (0, 1) if _foldable(dot, i)]
+            if folds:
+                _fold(dot, folds)
+                changed = True
+    return changed
+
+
+def _dot_dims(dot: "Node", side: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    from ..attributes import int_list
+
+    return int_list(dot.attr(f"{side}_contracting_dims")), int_list(dot.attr(f"{side}_batch_dims"))
+
+
+def _foldable(dot: "Node", i: int) -> bool:
+    from ..attributes import int_list
+
+    t = dot.operands[i]
+    if t.opcode != "transpose":
+        return False
+    perm = int_list(t.attr("dimensions"))
+    if perm == tuple(range(len(perm))):
+        return False  # an identity transpose is left to the simplifier
+    contracting, batch = _dot_dims(dot, "lhs" if i == 0 else "rhs")
+    return (len(batch) == t.shape.rank - 2 and len(contracting) == 1
+            and all(perm[d] == d for d in batch))
+
+
+def _fold(dot: "Node", sides: list[int]) -> None:
+    from ..attributes import int_list
+
+    graph = dot.graph
+    attrs = list(dot.attrs)
+    operands = list(dot.operands)
+    for i in sides:
+        t = operands[i]
+        perm = int_list(t.attr("dimensions"))
+        side = "lhs" if i == 0 else "rhs"
+        for key in (f"{side}_contracting_dims", f"{side}_batch_dims"):
+            dims = int_list(dot.attr(key))
+            if dot.attr(key) is not None:
+                attrs = [(k, "{" + ",".join(str(perm[d]) for d in dims) + "}" if k == key else v) for k, v in attrs]
+        operands[i] = t.operands[0]
+    new = g.Node(dot.name, "dot", dot.shape, attrs=attrs, literal=dot.literal, called=dot.called,
+                 origin=dot.origin, span=dot.span)
+    graph.add(new)
+    for op in operands:
+        g.add_operand(new, op)
+    graph.replace_instruction(dot, new)
+
+
+# ------------------------------------------------------------------------------------------
 # Explaining boundaries of an already fused CPU module
 # ------------------------------------------------------------------------------------------
 

@@ -147,6 +147,15 @@ def check_expectations(expect: dict, program: Program, changed: bool | None) -> 
             counts = counts or fusion_counts(program)
             if counts[key] != expect[key]:
                 problems.append(f"{key}: expected {expect[key]}, found {counts[key]}")
+    if "fused_opcodes_multiset" in expect:  # CPU's RunFusionAndCheckOpcodesWereFused
+        root = program.entry.root
+        if root.fused is None:
+            problems.append(f"fused_opcodes_multiset: ROOT {root.name} is not a fusion")
+        else:
+            found = Counter(n.opcode for n in root.fused.nodes())
+            if found != Counter(expect["fused_opcodes_multiset"]):
+                problems.append(f"fused_opcodes_multiset: expected {sorted(expect['fused_opcodes_multiset'])}, "
+                                f"found {sorted(found.elements())}")
     for group in expect.get("distinct_instructions") or []:
         nodes = [select(program, s) for s in group]
         if len({n.uid for n in nodes}) != len(nodes):
