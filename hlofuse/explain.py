@@ -96,6 +96,9 @@ class Boundary:
     facts: Mapping[str, Any] = field(default_factory=dict)
     via: tuple[str, ...] = ()  # buffers and views the value passes through
     consumer_source: SourceRef | None = None
+    #: Which output of a tuple-shaped producer kernel crosses (a multi-output fusion's or a
+    #: custom call's tuple index path); () for a kernel with one output.
+    output: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -704,7 +707,8 @@ class _Explainer:
         loop = self._loop_of(edge)
         facts: dict[str, Any] = {
             "crossing": src.crossing, "bytes": nbytes,
-            "producer_name": _display(producer, src.name), "consumer_name": _display(consumer, edge.consumer),
+            "producer_name": _display(producer, src.name, src.path if producer == src.name else ()),
+            "consumer_name": _display(consumer, edge.consumer),
             "loop": _loop_words(loop) if loop else "the while loop",
             "tuple_role": self._tuple_role(edge.consumer_comp, consumer_instr),
             "inserted_copies": self._inserted, "copy_reasons": self._copy_reasons,
@@ -739,7 +743,8 @@ class _Explainer:
             producer_computation=src.comp, consumer_computation=edge.consumer_comp, crossing=src.crossing,
             rule=rule_id, tags=tags, reason=reason, relaxable=rule.relaxable if rule is not None else None,
             bytes=nbytes, source=source, hint=hint, xla_reason=xla_reason, agrees_with_xla=agrees,
-            explained_by=explained_by, facts=clean_facts, via=src.via, consumer_source=consumer_source)
+            explained_by=explained_by, facts=clean_facts, via=src.via, consumer_source=consumer_source,
+            output=src.path)
 
     def _ask(self, edge: _Edge, facts: dict, producer_kernel: ir.Instruction,
              consumer_instr: ir.Instruction) -> tuple[str, str, Mapping, str]:
@@ -1359,8 +1364,10 @@ def _opcodes_of(module: ir.Module, kernel: ir.Instruction) -> frozenset[str]:
     return frozenset(out)
 
 
-def _display(instr: str, kernel: str) -> str:
-    return kernel if instr == kernel else f"{instr} (in {kernel})"
+def _display(instr: str, kernel: str, output: tuple[int, ...] = ()) -> str:
+    if instr != kernel:
+        return f"{instr} (in {kernel})"
+    return f"{kernel} (output {'.'.join(map(str, output))})" if output else kernel
 
 
 def _loop_words(loop: LoopSummary) -> str:

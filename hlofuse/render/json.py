@@ -47,6 +47,7 @@ def boundary_dict(b) -> dict:
         "producer": b.producer,
         "consumer": b.consumer,
         "producer_kernel": b.producer_kernel,
+        "output": list(b.output),
         "consumer_kernel": b.consumer_kernel,
         "producer_computation": b.producer_computation,
         "consumer_computation": b.consumer_computation,
