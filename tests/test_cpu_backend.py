@@ -1,0 +1,56 @@
+"""Backend detection (hlofuse/backend.py): from dump file names and from module contents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hlofuse
+from hlofuse.backend import detect_backend
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_dumps"
+
+
+def test_cpu_dump_folder_and_files():
+    d = detect_backend(SAMPLES / "cpu" / "mlp")
+    assert (d.backend, d.pipeline) == ("cpu", "cpu") and "cpu_after_optimizations" in d.why
+    before = next((SAMPLES / "cpu-noynn" / "mlp").glob("*before_fusion.txt"))
+    d = detect_backend(before)
+    assert d.backend == "cpu" and "HLO_passes_after_layout_assignment" in d.why
+
+
+def test_gpu_dump_folders_name_their_pipeline():
+    assert detect_backend(SAMPLES / "gpu-current-h100" / "mlp").pipeline == "priority"
+    legacy = detect_backend(SAMPLES / "gpu-legacy-rtx2080ti" / "mlp")
+    assert (legacy.backend, legacy.pipeline) == ("gpu", "legacy") and "fusion_merger" in legacy.why
+    after = next((SAMPLES / "gpu-current-h100" / "mlp").glob("*gpu_after_optimizations.txt"))
+    d = detect_backend(after)
+    assert d.backend == "gpu" and "sm_9.0a_gpu" in d.why
+
+
+def test_module_contents_without_telling_file_names():
+    cpu = hlofuse.loads("""HloModule m
+body {
+  p0 = f32[8,8] parameter(0)
+  ROOT d = f32[8,8] dot(p0, p0), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+ENTRY e {
+  x = f32[8,8] parameter(0)
+  ROOT f = f32[8,8] fusion(x), kind=kCustom, calls=body, backend_config={"outer_dimension_partitions":[],"fusion_config":{"kind":"__ynn_fusion"}}
+}""")
+    d = detect_backend("model.hlo", cpu)
+    assert d.backend == "cpu" and "__ynn_fusion" in d.why
+    gpu = hlofuse.loads("""HloModule m
+ENTRY e {
+  a = f32[8,8] parameter(0)
+  ROOT g = (f32[8,8], s8[0]) custom-call(a, a), custom_call_target="__cublas$gemm", backend_config={"operation_queue_id":"0","gemm_backend_config":{}}
+}""")
+    d = detect_backend(None, gpu)
+    assert d.backend == "gpu" and ("operation_queue_id" in d.why or "__cublas$gemm" in d.why)
+
+
+def test_nothing_to_go_on_says_so():
+    plain = hlofuse.loads("HloModule m\nENTRY e {\n  x = f32[8] parameter(0)\n  ROOT n = f32[8] negate(x)\n}")
+    d = detect_backend("-", plain)
+    assert d.backend == "gpu" and "assuming" in d.why
+    assert "--backend" in d.message()
