@@ -621,7 +621,7 @@ class _Explainer:
         loops = self._loop_summaries()
         computations = self._computation_summaries()
         self._inserted = self._inserted_copies()
-        boundaries = [self._boundary(edge) for edge in self._edges()]
+        boundaries = sorted((self._boundary(edge) for edge in self._edges()), key=self._order())
         log = self.dump.xla_log() if self.dump is not None else None
         return Explanation(
             module=self.m.name, backend=self.detected.backend, pipeline=self.detected.pipeline,
@@ -630,6 +630,24 @@ class _Explainer:
             computations=tuple(computations), loops=tuple(loops), detected=self.detected.why,
             notes=tuple(dict.fromkeys(self.notes)), xla_log=str(log.path) if log is not None else None,
             fused_module=self.m)
+
+    def _order(self):
+        """Boundaries by computation, then what users ask about first: kernel-to-kernel
+        boundaries inside a computation, then buffers and control flow, then loop crossings;
+        within each, in the order the consumers run."""
+        comp_index = {c.name: i for i, c in enumerate(self.executed)}
+        position = {(c.name, instr.name): i for c in self.executed for i, instr in enumerate(c.post_order)}
+
+        def key(b: Boundary):
+            if b.crossing:
+                group = 2 if "loop-carried" in b.crossing else 3
+            else:
+                group = 0 if b.consumer_kernel is not None else 1
+            consumer = b.consumer_kernel or b.consumer
+            return (comp_index.get(b.consumer_computation, 0), group,
+                    position.get((b.consumer_computation, consumer), 0), b.producer_kernel, b.output)
+
+        return key
 
     # -- kernels ---------------------------------------------------------------------------
     def _kernels(self) -> list[KernelInfo]:

@@ -81,7 +81,7 @@ def _unroll_tiny_scan(h: HintInput) -> str | None:
     lp = h.in_loop
     if lp is None:
         return None
-    if not (set(h.crossing) & {"loop-carried", "loop-input"} or h.consumer_is_buffer):
+    if not ("loop-carried" in h.crossing or (h.consumer_is_buffer and not h.crossing)):
         return None
     per_iteration = getattr(lp, "kernels_per_iteration", 0)
     trip = getattr(lp, "trip_count", None)
