@@ -115,10 +115,10 @@ def terminal_regex(name: str) -> re.Pattern:
 
 
 class _Scanner:
-    __slots__ = ("regex", "keywords", "allowed")
+    __slots__ = ("regex", "keywords", "allowed", "readers")
 
-    def __init__(self, regex, keywords, allowed):
-        self.regex, self.keywords, self.allowed = regex, keywords, allowed
+    def __init__(self, regex, keywords, allowed, readers):
+        self.regex, self.keywords, self.allowed, self.readers = regex, keywords, allowed, readers
 
 
 class _Lexer(lark.lexer.Lexer):
@@ -147,6 +147,8 @@ class _Lexer(lark.lexer.Lexer):
         terms = [self.terminals[n] for n in accepts if n in self.terminals and n not in self.ignore]
         regexps = [t for t in terms if t.pattern.type == "re"]
         keywords, alternatives = {}, []
+        readers = tuple((t.name, _READERS[t.name]) for t in terms if t.name in _READERS)
+        terms = [t for t in terms if t.name not in _READERS]
         for t in terms:
             if t.pattern.type == "str" and any(re.fullmatch(r.pattern.to_regexp(), t.pattern.value) for r in regexps):
                 keywords[t.pattern.value] = t.name  # matched by a regexp, then retyped (Lark's `unless`)
@@ -155,7 +157,7 @@ class _Lexer(lark.lexer.Lexer):
         alternatives.sort(key=lambda t: (-t.priority, t.pattern.type != "re", -len(t.pattern.to_regexp()), t.name))
         body = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in alternatives)
         regex = re.compile(f"{self.skip}(?:{body})") if body else None
-        return _Scanner(regex, keywords, frozenset(t.name for t in terms))
+        return _Scanner(regex, keywords, frozenset(t.name for t in terms) | {n for n, _ in readers}, readers)
 
     def lex(self, lexer_state, parser_state):
         text_slice = lexer_state.text
@@ -169,6 +171,31 @@ class _Lexer(lark.lexer.Lexer):
         while True:
             state = parser_state.position
             scanner = by_state.get(state) or self.scanner(state, states[state])
+            if scanner.readers:
+                at = self.skip_re.match(text, pos, end).end() if self.skip else pos
+                n = count("\n", pos, at)
+                if n:
+                    line += n
+                    line_start = rfind("\n", pos, at) + 1
+                pos = at
+                token = None
+                for kind, reader in scanner.readers:
+                    found = reader(text, pos, end, line, line_start)
+                    if found is not None:
+                        value, stop = found
+                        nl = text.find("\n", pos, stop)
+                        token = Token(kind, text[pos:stop if nl < 0 else nl], pos, line, pos - line_start + 1,
+                                      None, None, stop)
+                        token.value = value  # what the reader made of it; the text is only for messages
+                        n = count("\n", pos, stop)
+                        if n:
+                            line += n
+                            line_start = rfind("\n", pos, stop) + 1
+                        pos = stop
+                        break
+                if token is not None:
+                    yield token
+                    continue
             m = scanner.regex.match(text, pos, end) if scanner.regex is not None else None
             if m is None:
                 at = self.skip_re.match(text, pos, end).end() if self.skip else pos
@@ -208,7 +235,7 @@ class _RawInstr:
     opcode: str
     shape: ir.Shape | None
     operands: list  # names (str) or nested _RawInstr / _AnonOperand
-    attrs: list[tuple[str, str, int, int]]  # (name, value, line, column)
+    attrs: list[tuple[str, str]]  # (name, value); the instruction's line and column locate them
     literal: str | None
     is_root: bool
     line: int
@@ -394,6 +421,125 @@ _INDEX_COMMENT_RE = re.compile(r"/\*index=[0-9]+\*/")
 _LITERAL_OPCODES = frozenset({"constant", "parameter"})
 
 
+def _raw_instruction(text: str, root, name: str, shape_text: str, opcode: str, operand_list: str,
+                     attrs_start: int, attrs_end: int, line: int, column: int) -> "_RawInstr":
+    """The record of one instruction in the common form, from the pieces of its text: the
+    head's groups, and text[attrs_start:attrs_end] holding its `, name=value` attributes."""
+    attrs = []
+    if attrs_start < attrs_end:
+        intern = sys.intern
+        for a in _attr_regex().finditer(text, attrs_start, attrs_end):
+            attrs.append((intern(a.group(1)), a.group(2)))
+    opcode = sys.intern(opcode)
+    operand_text = operand_list[1:-1]
+    literal = None
+    operands: list = []
+    operand_shapes = None
+    if opcode in _LITERAL_OPCODES:
+        literal = operand_text.strip()
+    elif operand_text and not operand_text.isspace():
+        if "/*" in operand_text:
+            operand_text = _INDEX_COMMENT_RE.sub("", operand_text)
+        if "[" not in operand_text and "(" not in operand_text and "{" not in operand_text and \
+                _names_regex().fullmatch(operand_text):
+            operands = [_strip_percent(p.strip()) for p in operand_text.split(",")]
+        else:
+            operand_shapes = []
+            pos = 0
+            item_re = _operand_item_regex()
+            while pos < len(operand_text):
+                m_item = item_re.match(operand_text, pos)
+                if m_item is None or m_item.end() == pos:
+                    raise _located_error(
+                        "expects an operand name (an operand that is a literal is only valid in constant(...))",
+                        line, column)
+                operand_shapes.append(m_item.group(1))
+                operands.append(_strip_percent(m_item.group(2)))
+                pos = m_item.end()
+            if all(s is None for s in operand_shapes):
+                operand_shapes = None
+            if any(not _is_name(o) for o in operands):
+                raise _located_error("expects an operand name (a literal is only valid in constant(...))",
+                                     line, column)
+    return _RawInstr(_strip_percent(name), opcode, parse_shape(shape_text), operands, attrs, literal,
+                     root is not None, line, column, operand_shapes)
+
+
+_WS = r"[ \t\f\r\n]"
+
+
+@functools.lru_cache(maxsize=1)
+def _instruction_regex() -> re.Pattern:
+    """The grammar's INSTRUCTION (INSTR_HEAD (_WS0 ATTR)*, INSTR_HEAD being
+    (ROOT _WS1)? NAME _WS0 "=" _WS0 SHAPE _WS1 OPCODE _WS0 OPERAND_LIST), composed from the same
+    terminals, with the pieces as groups and the whitespace before it skipped.  Groups: 1 the
+    instruction, 2 ROOT, 3 name, 4 shape, 5 opcode, 6 operand list, 7 attributes.
+    tests/test_parse_lexer.py checks it matches what the grammar's INSTRUCTION matches."""
+    ws = _WS
+    return re.compile(
+        f"{ws}*((?:(ROOT){ws}+)?({_pattern('NAME')}){ws}*={ws}*({_pattern('SHAPE')}){ws}+({_pattern('OPCODE')})"
+        f"{ws}*({_pattern('OPERAND_LIST')})((?:{ws}*{_pattern('ATTR')})*))")
+
+
+_CLOSE_RE = re.compile(_WS + r"*\}")
+
+
+def _read_computation(text: str, pos: int, end: int, line: int, line_start: int):
+    """The COMPUTATION terminal (COMPUTATION_HEAD (_WS0 INSTRUCTION)* _WS0 "}"), read one
+    instruction at a time: (raw computation, end offset), or None when the computation holds
+    anything else, so that the parser reads it token by token."""
+    head = terminal_regex("COMPUTATION_HEAD").match(text, pos, end)
+    if head is None:
+        return None
+    instrs = []
+    match = _instruction_regex().match
+    count, rfind = text.count, text.rfind
+    head_line, head_column = line, pos - line_start + 1
+    p = head.end()
+    while True:
+        m = match(text, p, end)
+        if m is None:
+            break
+        start = m.start(1)
+        n = count("\n", p, start)
+        if n:
+            line += n
+            line_start = rfind("\n", p, start) + 1
+        instrs.append(_raw_instruction(text, m.group(2), m.group(3), m.group(4), m.group(5), m.group(6),
+                                       m.start(7), m.end(7), line, start - line_start + 1))
+        p = m.end()
+        n = count("\n", start, p)
+        if n:
+            line += n
+            line_start = rfind("\n", start, p) + 1
+    close = _CLOSE_RE.match(text, p, end)
+    if close is None:
+        return None
+    raw = _computation_from_head(text[pos:head.end()], instrs, [], head_line, head_column)
+    return raw, close.end()
+
+
+def _computation_from_head(head_text: str, instrs: list, attrs: list, line: int, column: int) -> "_RawComputation":
+    m = _computation_head_regex().match(head_text)
+    entry, name, param_text, result = m.groups()
+    params = None
+    if param_text is not None:
+        params = []
+        param_match = _param_regex().match
+        pos = 0
+        while True:
+            p = param_match(param_text, pos)
+            if p is None:
+                break
+            params.append((_strip_percent(p.group(1)), p.group(2), line, column))
+            pos = p.end()
+    return _RawComputation(_strip_percent(name), entry is not None, params, result, attrs, instrs, line, column)
+
+
+#: Terminals hlofuse's lexer reads with a function instead of one regular expression.
+_READERS = {"COMPUTATION": _read_computation}
+
+
 class _Callbacks(lark.Transformer):
     """Callbacks named after grammar rules; each returns a raw record or plain values."""
 
@@ -402,53 +548,12 @@ class _Callbacks(lark.Transformer):
         head = children[0]
         text = _val(head)
         m = _head_regex().match(text)
-        root, name, shape_text, opcode, operand_text = m.groups()
-        line, column = head.line, head.column
-        attrs = []
-        pos, end = m.end(), len(text)
-        if pos < end:
-            attr_match = _attr_regex().match
-            intern = sys.intern
-            while pos < end:
-                a = attr_match(text, pos)
-                attrs.append((intern(a.group(1)), a.group(2), line, column))
-                pos = a.end()
+        root, name, shape_text, opcode, operand_list = m.groups()
+        raw = _raw_instruction(text, root, name, shape_text, opcode, operand_list, m.end(), len(text),
+                               head.line, head.column)
         if len(children) > 1:  # attributes after a comment
-            attrs.extend(_attr(t) for t in children[1:])
-        opcode = sys.intern(opcode)
-        operand_text = operand_text[1:-1]
-        literal = None
-        operands: list = []
-        operand_shapes = None
-        if opcode in _LITERAL_OPCODES:
-            literal = operand_text.strip()
-        elif operand_text.strip():
-            if "/*" in operand_text:
-                operand_text = _INDEX_COMMENT_RE.sub("", operand_text)
-            if "[" not in operand_text and "(" not in operand_text and "{" not in operand_text and \
-                    _names_regex().fullmatch(operand_text):
-                operands = [_strip_percent(p.strip()) for p in operand_text.split(",")]
-            else:
-                operand_shapes = []
-                pos = 0
-                item_re = _operand_item_regex()
-                while pos < len(operand_text):
-                    m_item = item_re.match(operand_text, pos)
-                    if m_item is None or m_item.end() == pos:
-                        raise _located_error(
-                            "expects an operand name (an operand that is a literal is only valid in constant(...))",
-                            head.line, head.column,
-                        )
-                    operand_shapes.append(m_item.group(1))
-                    operands.append(_strip_percent(m_item.group(2)))
-                    pos = m_item.end()
-                if all(s is None for s in operand_shapes):
-                    operand_shapes = None
-                if any(not _is_name(o) for o in operands):
-                    raise _located_error(
-                        "expects an operand name (a literal is only valid in constant(...))", line, column)
-        return _RawInstr(_strip_percent(name), opcode, parse_shape(shape_text), operands, attrs, literal,
-                         root is not None, line, column, operand_shapes)
+            raw.attrs.extend(_attr(t)[:2] for t in children[1:])
+        return raw
 
     def instruction(self, children):
         is_root = False
@@ -464,7 +569,7 @@ class _Callbacks(lark.Transformer):
             shape = parse_shape(_val(children[i]))
             i += 1
         call = children[i]
-        attrs = [_attr(t) for t in children[i + 1 :]]
+        attrs = [_attr(t)[:2] for t in children[i + 1 :]]
         return self._from_call(name, shape, call, attrs, is_root, name_tok.line, name_tok.column)
 
     def anonymous_instruction(self, children):
@@ -475,7 +580,7 @@ class _Callbacks(lark.Transformer):
             i = 1
         shape_tok = children[i]
         call = children[i + 1]
-        attrs = [_attr(t) for t in children[i + 2 :]]
+        attrs = [_attr(t)[:2] for t in children[i + 2 :]]
         return self._from_call(None, parse_shape(_val(shape_tok)), call, attrs, is_root, shape_tok.line, shape_tok.column)
 
     def lone_instruction(self, children):
@@ -534,7 +639,7 @@ class _Callbacks(lark.Transformer):
             shape = parse_shape(_val(children[0]))
             i = 1
         call = children[i]
-        attrs = [_attr(t) for t in children[i + 1 :]]
+        attrs = [_attr(t)[:2] for t in children[i + 1 :]]
         return self._from_call(None, shape, call, attrs, False, call[2], call[3])
 
     def literal_operand(self, children):
@@ -559,7 +664,7 @@ class _Callbacks(lark.Transformer):
 
     def computation(self, children):
         if children[0].type == "COMPUTATION_HEAD":
-            return self.fast_computation(children)
+            return self.head_computation(children)
         i = 0
         is_entry = False
         if _type(children[0]) == "ENTRY":
@@ -579,28 +684,21 @@ class _Callbacks(lark.Transformer):
         )
 
     def fast_computation(self, children):
+        """`computation: COMPUTATION ATTR*`: the lexer has read the computation already."""
+        raw = children[0].value
+        raw.attrs.extend(_attr(t) for t in children[1:])
+        return raw
+
+    def head_computation(self, children):
+        """`computation: COMPUTATION_HEAD instruction* "}" ATTR*`."""
         head = children[0]
-        m = _computation_head_regex().match(_val(head))
-        entry, name, param_text, result = m.groups()
-        params = None
-        if param_text is not None:
-            params = []
-            param_match = _param_regex().match
-            pos = 0
-            while True:
-                p = param_match(param_text, pos)
-                if p is None:
-                    break
-                params.append((_strip_percent(p.group(1)), p.group(2), head.line, head.column))
-                pos = p.end()
         instrs, attrs = [], []
         for child in children[1:]:
             if isinstance(child, _RawInstr):
                 instrs.append(child)
             else:
                 attrs.append(_attr(child))
-        return _RawComputation(_strip_percent(name), entry is not None, params, result, attrs, instrs,
-                               head.line, head.column)
+        return _computation_from_head(_val(head), instrs, attrs, head.line, head.column)
 
     def computation_body(self, children):
         return list(children)
@@ -970,6 +1068,10 @@ _ANY_MARK_RE = re.compile(r"/\*index=\d+\*/")
 _CLOSING_COMMENT_RE = re.compile(r"^\} // %?(\S+)", re.M)
 
 
+#: Attributes whose values assembly rewrites (computation names lose their `%`).
+_REWRITTEN_ATTRS = ir.COMPUTATION_ATTRS | {"control-predecessors"}
+
+
 def _assemble(raw: _RawModule, text: str, path: str | None) -> ir.Module:
     return _Assembler(text).module(raw, path)
 
@@ -1148,13 +1250,17 @@ class _Assembler:
     def instruction(self, ri: _RawInstr, operand_names: list[str]) -> ir.Instruction:
         shape = ri.shape if ri.shape is not None else self.infer_shape(ri, operand_names)
         called: list[str] = []
-        attrs = []
-        for key, value, line, col in ri.attrs:
-            if key in ir.COMPUTATION_ATTRS:
-                value = self.computation_refs(ri, key, value, line, col, called)
-            elif key == "control-predecessors":
-                value = "{" + ", ".join(ir._names_in(value)) + "}"
-            attrs.append((key, value))
+        attrs = ri.attrs
+        for key, _ in attrs:
+            if key in _REWRITTEN_ATTRS:
+                attrs = []
+                for key, value in ri.attrs:
+                    if key in ir.COMPUTATION_ATTRS:
+                        value = self.computation_refs(ri, key, value, ri.line, ri.column, called)
+                    elif key == "control-predecessors":
+                        value = "{" + ", ".join(ir._names_in(value)) + "}"
+                    attrs.append((key, value))
+                break
         if ri.operand_shapes is not None:
             self.declared[ri.name] = ri.operand_shapes
             self.saw_operand_shapes = True
@@ -1175,7 +1281,7 @@ class _Assembler:
         from .shape_inference import infer
 
         known = [self.shapes.get(n) for n in operand_names]
-        attrs = {k: v for k, v, _, _ in ri.attrs}
+        attrs = dict(ri.attrs)
         shape = None
         if all(s is not None for s in known):
             shape = infer(ri.opcode, known, attrs, self.built)
