@@ -153,3 +153,8 @@ def _config_keys(text: str) -> set[str]:
 
     walk(value)
     return keys
+
+
+def detect(module: ir.Module | None = None, path: str | Path | None = None) -> Detection:
+    """`detect_backend` with the module first (the form `hlofuse.explain` calls)."""
+    return detect_backend(path, module)

@@ -338,13 +338,19 @@ class _ExplainReplay:
                     self.by_pair[(p, c)] = d
 
     def explain(self, producer: "Node", consumer: "Node") -> Decision | None:
-        value = _value_name(producer)
-        readers = _readers(consumer, producer)
-        for reader in readers:
-            found = self.by_pair.get((value, reader))
-            if found is not None and found.verdict == Verdict.BLOCKED:
-                return _as_boundary(found, producer, consumer)
-        return self._direct(value, readers, producer, consumer)
+        # The consumer may read the producer through get-tuple-elements and bitcasts (a
+        # multi-output sort, a tuple-shaped loop): the value crossing is then that view.
+        for via in _views_of(producer, consumer):
+            value = _value_name(via)
+            readers = _readers(consumer, via)
+            for reader in readers:
+                found = self.by_pair.get((value, reader))
+                if found is not None and found.verdict == Verdict.BLOCKED:
+                    return _as_boundary(found, producer, consumer)
+            direct = self._direct(value, readers, producer, consumer)
+            if direct is not None:
+                return direct
+        return None
 
     def _direct(self, value: str, readers: list[str], producer: "Node", consumer: "Node") -> Decision | None:
         for graph in self.direct.graphs.values():
@@ -375,6 +381,18 @@ class _ExplainReplay:
                                     producer.graph.name, producer.members(), consumer.members(),
                                     source_location(producer.graph.program, producer))
         return None
+
+
+def _views_of(producer: "Node", consumer: "Node") -> list["Node"]:
+    """The consumer's operands that are the producer or views of it (get-tuple-element, bitcast)."""
+    out = []
+    for op in consumer.operands:
+        node = op
+        while node is not producer and node.opcode in ("get-tuple-element", "bitcast") and node.operands:
+            node = node.operands[0]
+        if node is producer and not any(o is op for o in out):
+            out.append(op)
+    return out or [producer]
 
 
 def _value_name(producer: "Node") -> str:
