@@ -155,6 +155,9 @@ def _config_keys(text: str) -> set[str]:
     return keys
 
 
-def detect(module: ir.Module | None = None, path: str | Path | None = None) -> Detection:
-    """`detect_backend` with the module first (the form `hlofuse.explain` calls)."""
-    return detect_backend(path, module)
+def detect(first=None, second=None) -> Detection:
+    """`detect_backend` taking the module and the path in either order (`hlofuse.explain`
+    passes the module first, `hlofuse fuse` the path)."""
+    if isinstance(first, ir.Module) or isinstance(second, (str, Path)):
+        first, second = second, first
+    return detect_backend(first, second)

@@ -54,3 +54,14 @@ def test_nothing_to_go_on_says_so():
     d = detect_backend("-", plain)
     assert d.backend == "gpu" and "assuming" in d.why
     assert "--backend" in d.message()
+
+
+def test_detect_takes_module_and_path_in_either_order():
+    from hlofuse.backend import detect
+
+    folder = SAMPLES / "cpu" / "softmax"
+    after = next(folder.glob("*cpu_after_optimizations.txt"))
+    module = hlofuse.load(str(after))
+    assert detect(module, str(folder)).backend == "cpu"
+    assert detect(str(folder), module).backend == "cpu"
+    assert detect(module).backend == "cpu"  # YNN fusions in the module say so
