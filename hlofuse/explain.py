@@ -363,6 +363,11 @@ def _detect(module: ir.Module, dump: DumpContext | None, backend: str | None, pi
             backend = b
         if pipeline is None and backend == b:
             pipeline = p
+            era, era_why = _pipeline_from_metadata(module)
+            # A GPU dump without per-pass files says nothing about the XLA era; its metadata does.
+            if b == "gpu" and p == "priority" and era == "legacy" and \
+                    not any(x in reason for x in ("priority-fusion", "sort-iota-fusion", "priority_fusion_dump")):
+                pipeline, reason = era, f"{reason}; {era_why}"
         why.append(reason)
     if backend is None:
         backend, reason = _guess_backend(module, dump)
@@ -377,31 +382,23 @@ def _detect(module: ir.Module, dump: DumpContext | None, backend: str | None, pi
 
 
 def _detect_with_backend_module(module, dump):
-    """hlofuse/backend.py (XLA:CPU engineer) when present: (backend, pipeline, why)."""
+    """hlofuse/backend.py's detection (file names of the dump folder, then the module's
+    contents): (backend, pipeline, why), or None when it is not available."""
     try:
-        from . import backend as backend_mod  # type: ignore[attr-defined]
+        from . import backend as backend_mod
     except ImportError:
         return None
     fn = getattr(backend_mod, "detect", None)
     if fn is None:
         return None
     try:
-        found = fn(module, dump.chosen.path if dump is not None else None)
-    except TypeError:
-        try:
-            found = fn(module)
-        except Exception:  # noqa: BLE001 - a detection failure must not stop explain
-            return None
-    except Exception:  # noqa: BLE001
+        found = fn(module, dump.folder if dump is not None else None)
+    except Exception:  # noqa: BLE001 - a detection failure must not stop explain
         return None
-    if found is None:
-        return None
-    if isinstance(found, tuple):
-        return tuple(found[:3]) if len(found) >= 3 else None
     b = getattr(found, "backend", None)
     if b is None:
         return None
-    return b, getattr(found, "pipeline", None), getattr(found, "why", "") or getattr(found, "reason", "")
+    return b, getattr(found, "pipeline", None), getattr(found, "why", "")
 
 
 def _guess_backend(module: ir.Module, dump: DumpContext | None) -> tuple[str, str]:
@@ -435,14 +432,18 @@ def _guess_pipeline(module: ir.Module, dump: DumpContext | None, backend: str) -
             return "priority", "pipeline priority: the dump has PriorityFusion's files"
         if "fusion_merger" in passes or "horizontal_loop_fusion" in passes:
             return "legacy", "pipeline legacy: the dump has FusionMerger's files"
-    # jaxlib 0.4.35 (the legacy pipeline's era) writes source_file/source_line metadata;
-    # jaxlib 0.10.2 (priority fusion) writes stack_frame_id and a stack-frame table.
+    return _pipeline_from_metadata(module)
+
+
+def _pipeline_from_metadata(module: ir.Module) -> tuple[str | None, str]:
+    """jaxlib 0.4.35 (the legacy pipeline's era) writes source_file/source_line metadata;
+    jaxlib 0.10.2 (priority fusion) writes stack_frame_id and a stack-frame table."""
     for _, instr in module.instructions():
         meta = instr.attr("metadata") or ""
         if "stack_frame_id" in meta or "scheduling_name" in meta:
             return "priority", "pipeline priority: the metadata is jaxlib 0.10.2's (stack frames)"
         if "source_file" in meta:
-            return "legacy", "pipeline legacy: the metadata is jaxlib 0.4.35's (source_file)"
+            return "legacy", "pipeline legacy: the metadata is jaxlib 0.4.35's (source_file, no stack frames)"
     return None, ""
 
 
@@ -779,9 +780,13 @@ class _Explainer:
                 return r.id, r.reason(outcome.facts), outcome.facts, "boundary-rule"
         if edge.source.crossing or not is_kernel(consumer_instr):
             return UNKNOWN, "no rule explains this boundary", {}, "none"
-        decision = self._replay_decision(edge)
-        if decision is not None:
-            return decision.rule or UNKNOWN, decision.reason, dict(decision.facts), "replay"
+        decisions = self._replay_decisions(edge)
+        if decisions:
+            decision = decisions[-1]  # the last pass that considered the pair has the final word
+            facts = dict(decision.facts)
+            if len(decisions) > 1:
+                facts["history"] = [f"{d.pass_name}: {d.rule}: {d.reason}" for d in decisions]
+            return decision.rule or UNKNOWN, decision.reason, facts, "replay"
         decision = self._pipeline_decision(pnode, cnode)
         if decision is not None and decision.rule:
             return decision.rule, decision.reason, dict(decision.facts), "pipeline"
@@ -791,23 +796,24 @@ class _Explainer:
         return UNKNOWN, "no rule explains this boundary", {}, "none"
 
     # -- the replay's decisions, the pipeline, XLA's log ------------------------------------
-    def _replay_decision(self, edge: _Edge):
+    def _replay_decisions(self, edge: _Edge) -> list:
+        """The replay's refusals between the two kernels' instructions, in the order made."""
         if self.replay is None:
-            return None
+            return []
         from .decision import Verdict
 
         kernels = {k.name: set(k.instructions) for k in self.replay.kernels
                    if k.computation in (edge.source.comp, edge.consumer_comp)}
         pm = kernels.get(edge.source.name, {edge.source.name})
         cm = kernels.get(edge.consumer, {edge.consumer})
-        found = None
+        found = []
         for d in self.replay.decisions:
             if d.verdict != Verdict.BLOCKED:
                 continue
             dp = set(d.producer_members) or {d.producer}
             dc = set(d.consumer_members) or {d.consumer}
             if dp & pm and dc & cm:
-                found = d
+                found.append(d)
         return found
 
     def _pipeline_decision(self, pnode, cnode):
