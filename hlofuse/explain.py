@@ -608,6 +608,7 @@ class _Explainer:
         self._pipeline_spec = None
         self._pipeline_ready = False
         self._loops: dict[str, LoopSummary] = {}
+        self._loop_by_comp: dict[str, LoopSummary] | None = None
         self._runs: dict[str, float | None] = {}
         self._xla_log = None
         self._xla_log_ready = False
@@ -960,6 +961,7 @@ class _Explainer:
         for lp in out:
             done[lp.name] = self._with_totals(lp, counts, done)
         self._loops = {lp.name: done[lp.name] for lp in out}
+        self._loop_by_comp = None
         return [done[lp.name] for lp in out]
 
     def _with_totals(self, lp: LoopSummary, counts, done) -> LoopSummary:
@@ -1036,10 +1038,12 @@ class _Explainer:
         return None
 
     def _enclosing_loop(self, comp: str) -> LoopSummary | None:
-        for lp in self._loops.values():
-            if comp in (lp.body, lp.condition):
-                return lp
-        return None
+        if self._loop_by_comp is None:
+            self._loop_by_comp = {}
+            for lp in self._loops.values():
+                self._loop_by_comp.setdefault(lp.body, lp)
+                self._loop_by_comp.setdefault(lp.condition, lp)
+        return self._loop_by_comp.get(comp)
 
     def _context_source(self, edge: _Edge, loop: LoopSummary | None) -> SourceRef | None:
         """For values without metadata of their own (copies XLA added, tuples): the source of
