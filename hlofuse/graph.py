@@ -14,6 +14,7 @@ fused kernel can always be named by the user's instructions.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable, Iterator
 
@@ -34,7 +35,9 @@ class NameUniquer:
         self._used: dict[str, set[int]] = {}
         self._next: dict[str, int] = {}
 
-    def _split(self, name: str) -> tuple[str, int | None]:
+    @staticmethod
+    @functools.lru_cache(maxsize=65536)
+    def _split(name: str) -> tuple[str, int | None]:
         m = _SUFFIX_RE.match(name)
         if m:
             return m.group(1), int(m.group(2))
@@ -61,6 +64,7 @@ class NameUniquer:
         return f"{root}.{k}"
 
 
+@functools.lru_cache(maxsize=65536)
 def _sanitize(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "_"
 
@@ -172,7 +176,10 @@ class Graph:
         self.attrs = list(attrs)
         self._nodes: dict[int, Node] = {}
         self._by_name: dict[str, Node] = {}
-        self.root: Node | None = None
+        self._root: Node | None = None
+        #: Bumped on every change of the computation (nodes, edges, root), so analyses can
+        #: cache per version.
+        self.version = 0
         self.parameters: list[Node] = []
         self.fusion_owner: Node | None = None  # the fusion instruction whose body this is
 
@@ -199,6 +206,15 @@ class Graph:
     def is_fusion_body(self) -> bool:
         return self.fusion_owner is not None
 
+    @property
+    def root(self) -> Node | None:
+        return self._root
+
+    @root.setter
+    def root(self, node: Node | None) -> None:
+        self._root = node
+        self.version += 1
+
     # -- editing --------------------------------------------------------------------------
     def add(self, node: Node, *, unique_name: bool = True) -> Node:
         if unique_name:
@@ -206,6 +222,7 @@ class Graph:
         else:
             self.program.instruction_names.reserve(node.name)
         node.graph = self
+        self.version += 1
         node.uid = self.program.next_uid()
         self._nodes[node.uid] = node
         self._by_name[node.name] = node
@@ -217,6 +234,7 @@ class Graph:
     def remove(self, node: Node) -> None:
         """Delete a node that has no users left; it stops being a user of its operands."""
         assert not node.users, f"{node.name} still has users"
+        self.version += 1
         for op in set(node.operands):
             op.users = [u for u in op.users if u is not node]
         node.operands = []
@@ -300,7 +318,13 @@ class Graph:
         return f"<Graph {self.name}: {len(self._nodes)} nodes>"
 
 
+def _touch(node: Node) -> None:
+    if node.graph is not None:
+        node.graph.version += 1
+
+
 def add_operand(node: Node, operand: Node) -> None:
+    _touch(node)
     node.operands.append(operand)
     if node not in operand.users:
         operand.users.append(node)
@@ -308,6 +332,7 @@ def add_operand(node: Node, operand: Node) -> None:
 
 def replace_operand(node: Node, old: Node, new: Node) -> None:
     """Every use of `old` as an operand of `node` becomes `new`."""
+    _touch(node)
     changed = False
     for i, op in enumerate(node.operands):
         if op is old:
@@ -320,6 +345,7 @@ def replace_operand(node: Node, old: Node, new: Node) -> None:
 
 
 def set_operand(node: Node, index: int, new: Node) -> None:
+    _touch(node)
     old = node.operands[index]
     node.operands[index] = new
     if not any(op is old for op in node.operands):
@@ -329,6 +355,7 @@ def set_operand(node: Node, index: int, new: Node) -> None:
 
 
 def remove_operand_at(node: Node, index: int) -> None:
+    _touch(node)
     old = node.operands.pop(index)
     if not any(op is old for op in node.operands):
         old.users = [u for u in old.users if u is not node]
@@ -565,12 +592,14 @@ def _remove_parameter(fusion: Node, index: int) -> None:
     param = body.parameters[index]
     body.remove(param)
     remove_operand_at(fusion, index)
-    for p in list(body.parameters):
+    # XLA re-creates each later parameter as `param_<n-1>`; renumbering in place gives the
+    # same numbers and names without rebuilding every parameter on every removal.
+    names = body.program.instruction_names
+    for p in body.parameters:
         number = p.parameter_number
         if number > index:
-            fresh = Node(f"param_{number - 1}", "parameter", p.shape, literal=str(number - 1))
-            body.add(fresh)
-            body.replace_instruction(p, fresh)
+            p.literal = str(number - 1)
+            body.rename(p, names.get(f"param_{number - 1}"))
     body.parameters.sort(key=lambda p: p.parameter_number)
 
 
@@ -586,33 +615,65 @@ def fuse_instruction(fusion: Node, producer: Node) -> Node:
     param = body.parameters[index]
     body.replace_all_uses(param, clone)
     _remove_parameter(fusion, index)
+    first_index: dict[int, int] = {}
+    for i, o in enumerate(fusion.operands):
+        first_index.setdefault(o.uid, i)
     for op in producer.operands:
-        existing = next((i for i, o in enumerate(fusion.operands) if o is op), None)
+        existing = first_index.get(op.uid)
         if existing is not None:
             add_operand(clone, body.parameters[existing])
         else:
+            first_index[op.uid] = len(fusion.operands)
             add_operand(clone, _new_parameter(fusion, op))
     return clone
 
 
 def merge_fusion(consumer: Node, producer: Node) -> Node:
-    """Inline fusion `producer` into fusion `consumer` (XLA's MergeFusionInstruction): the
-    producer's body instructions are fused one by one, root first."""
-    graph = consumer.graph
-    temps = _unfuse_into(producer, graph)
-    # The producer's outside uses by the consumer now go to the unfused root.
-    root_temp = temps[-1]
+    """Inline fusion `producer` into fusion `consumer` (XLA's MergeFusionInstruction); returns
+    the clone of the producer's root.
+
+    XLA fuses the producer's instructions one by one, root first; the net effect, built here
+    in one pass, is the same computation: the consumer's parameter for the producer is
+    replaced by a copy of the producer's body, and the producer's operands the consumer does
+    not read yet become new parameters, appended in the order that one-by-one fusion appends
+    them (the producer's instructions in reverse post order, operands in order)."""
+    body = consumer.fused
+    inner = producer.fused
     index = consumer.operand_index(producer)
-    set_operand(consumer, index, root_temp)
-    _dedupe_operands(consumer)
-    last = None
-    for temp in reversed(temps):
-        if any(op is temp for op in consumer.operands):
-            last = fuse_instruction(consumer, temp)
-    for temp in reversed(temps):
-        if not temp.users and temp in graph:
-            graph.remove(temp)
-    return last
+    target = body.parameters[index]
+    first_index: dict[int, int] = {}
+    for i, o in enumerate(consumer.operands):
+        first_index.setdefault(o.uid, i)
+    order = inner.post_order()
+    mapping: dict[int, Node] = {}
+
+    def parameter_for(param: Node) -> Node:
+        outer = producer.operands[param.parameter_number]
+        i = first_index.get(outer.uid)
+        if i is None:
+            first_index[outer.uid] = len(consumer.operands)
+            return _new_parameter(consumer, outer)
+        return body.parameters[i]
+
+    for node in reversed(order):
+        if node.opcode == "parameter":
+            continue
+        for op in node.operands:
+            if op.opcode == "parameter" and op.uid not in mapping:
+                mapping[op.uid] = parameter_for(op)
+    if inner.root.opcode == "parameter" and inner.root.uid not in mapping:
+        mapping[inner.root.uid] = parameter_for(inner.root)
+    for node in order:
+        if node.opcode == "parameter":
+            continue
+        clone = clone_node(node, body)
+        for op in node.operands:
+            add_operand(clone, mapping[op.uid])
+        mapping[node.uid] = clone
+    new_root = mapping[inner.root.uid]
+    body.replace_all_uses(target, new_root)
+    _remove_parameter(consumer, index)
+    return new_root
 
 
 def _unfuse_into(fusion: Node, graph: Graph) -> list[Node]:

@@ -92,6 +92,18 @@ class LegacyCostAnalysis(GpuHloCostAnalysis):
     fused parameters: the bytes read are those of the leaves the fusion reads through
     get-tuple-element (each leaf size times its utilisation), not the tuple's index table."""
 
+    def __init__(self, profile):
+        super().__init__(profile)
+        self._versions: dict[int, int] = {}
+
+    def properties(self, node: Node):
+        """A fusion's properties are recomputed when its body changed since they were cached,
+        so one analysis can serve every pass of a replay."""
+        if node.fused is not None and self._versions.get(node.uid) != node.fused.version:
+            self.revisit(node)
+            self._versions[node.uid] = node.fused.version
+        return super().properties(node)
+
     def _analyse_fusion(self, fusion: Node):
         props = super()._analyse_fusion(fusion)
         info = self._fusions.get(fusion.uid)
@@ -135,6 +147,7 @@ class LegacyPerformanceModel:
         self.cfg = cfg
         self.device = cfg.device
         self.analysis = analysis or LegacyCostAnalysis(profile_for(cfg.device))
+        self._previews: dict[tuple, FusionShape] = {}
 
     # -- device ---------------------------------------------------------------------------
     @property
@@ -474,9 +487,15 @@ class LegacyPerformanceModel:
     # -- producer fused into consumer -----------------------------------------------------
     def preview(self, producer: Node, consumer: Node) -> FusionShape:
         """HloFusionAnalysis of `producer` fused into `consumer`, from a scratch copy of the
-        two (the real graph is not touched)."""
-        merged = preview_fusion(producer, consumer, self.cfg)
-        return analyse(merged, self.cfg)
+        two (the real graph is not touched); remembered until either changes."""
+        key = (producer.uid, _body_version(producer), len(producer.operands), consumer.uid,
+               _body_version(consumer), len(consumer.operands), consumer.operand_index(producer))
+        found = self._previews.get(key)
+        if found is None:
+            if len(self._previews) > 4096:
+                self._previews.clear()
+            found = self._previews[key] = analyse(preview_fusion(producer, consumer, self.cfg), self.cfg)
+        return found
 
 
 def preview_fusion(producer: Node, consumer: Node, cfg: GpuConfig) -> Node:
@@ -507,6 +526,19 @@ def preview_fusion(producer: Node, consumer: Node, cfg: GpuConfig) -> Node:
     if any(op is p for op in fusion.operands):
         fuse_instruction(fusion, p)
     return fusion
+
+
+def _body_version(node: Node) -> int | None:
+    return node.fused.version if node.fused is not None else None
+
+
+def shared_model(ctx, cfg: GpuConfig) -> "LegacyPerformanceModel":
+    """One model (and cost analysis) for every pass of a replay: XLA builds a fresh analysis
+    per pass run, with the same answers; sharing only saves recomputing them."""
+    model = ctx.cache.get("legacy-performance-model")
+    if model is None or model.cfg != cfg:
+        model = ctx.cache["legacy-performance-model"] = LegacyPerformanceModel(cfg)
+    return model
 
 
 def _bad_transpose(node: Node) -> bool:

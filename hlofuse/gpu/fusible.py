@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..graph import Graph, Node, Program
 from .config import GpuConfig
-from .heroes import find_non_trivial_hero, is_intermediate
+from .heroes import find_non_trivial_hero, graph_cache, is_intermediate
 from .properties import fusion_roots, is_custom_fusion, is_elementwise, is_fusible, is_loop_fusion
 from .reductions import is_contiguous_reduction, is_real_reduction_hero
 from .shapes import bit_width
@@ -61,8 +61,14 @@ def is_loop_fusible_as_producer(node: Node, cfg: GpuConfig) -> bool:
 
 def is_reduce_input_fusion(node: Node, cfg: GpuConfig) -> bool:
     """IsReduceInputFusion: a fusion (of any kind) with a root whose hero is a real reduction hero."""
-    return node.opcode == "fusion" and node.fused is not None and any(
-        is_real_reduction_hero(root, find_non_trivial_hero(root, cfg), cfg) for root in fusion_roots(node.fused))
+    if node.opcode != "fusion" or node.fused is None:
+        return False
+    cache = graph_cache(node.fused)
+    key = ("reduce-input-fusion", cfg)
+    if key not in cache:
+        cache[key] = any(is_real_reduction_hero(root, find_non_trivial_hero(root, cfg), cfg)
+                         for root in fusion_roots(node.fused))
+    return cache[key]
 
 
 def is_input_fusible_reduction(node: Node, cfg: GpuConfig) -> bool:
@@ -82,7 +88,12 @@ def is_input_fusible_transpose(node: Node, cfg: GpuConfig) -> bool:
     if node.opcode == "bitcast" or is_custom_fusion(node):
         return False
     if node.opcode == "fusion":
-        return any(tiled_transpose(find_non_trivial_hero(r, cfg), cfg) is not None for r in fusion_roots(node.fused))
+        cache = graph_cache(node.fused)
+        key = ("input-fusible-transpose", cfg)
+        if key not in cache:
+            cache[key] = any(tiled_transpose(find_non_trivial_hero(r, cfg), cfg) is not None
+                             for r in fusion_roots(node.fused))
+        return cache[key]
     return tiled_transpose(node, cfg) is not None
 
 

@@ -8,6 +8,7 @@ string (the caller turns it into a rule decision)."""
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 
 from ..attributes import dimensions
@@ -18,6 +19,20 @@ from .reductions import is_contiguous_reduction, is_real_reduction_hero, reducti
 from .shapes import equal, equal_ignoring_element_type, is_reshape_or_transpose_bitcast, reshape_is_bitcast, \
     transpose_is_bitcast
 from .transposes import tiled_transpose
+
+
+#: Per computation: (its version, answers computed at that version).  Heroes are asked again
+#: and again for the same fusions; a computation's version changes with every edit.
+_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def graph_cache(graph) -> dict:
+    """Answers about `graph` valid until it changes (keyed by what was asked)."""
+    entry = _CACHE.get(graph)
+    if entry is None or entry[0] != graph.version:
+        entry = (graph.version, {})
+        _CACHE[graph] = entry
+    return entry[1]
 
 
 def is_intermediate(node: Node, allowed_operand_count: int = 1) -> bool:
@@ -92,6 +107,16 @@ def find_non_trivial_hero(node: Node, cfg: GpuConfig) -> Node:
     graph = node.graph
     if graph is None or not graph.is_fusion_body:
         return node  # a lone instruction: the fusion it forms holds only itself
+    cache = graph_cache(graph)
+    key = ("hero", node.uid, cfg)
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = _find_non_trivial_hero(node, cfg)
+    return found
+
+
+def _find_non_trivial_hero(node: Node, cfg: GpuConfig) -> Node:
+    graph = node.graph
     hero = node
     while is_intermediate(hero, 1) and _inside(hero.operands[0], graph):
         hero = hero.operands[0]

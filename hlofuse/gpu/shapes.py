@@ -8,22 +8,17 @@ from __future__ import annotations
 from math import prod
 from typing import Sequence
 
-from ..ir import Shape
+from ..ir import ELEMENT_BITS, Shape
 
 
 def byte_width(element_type: str) -> int:
     """Bytes per element as XLA counts them (ByteSizeOfPrimitiveType): pred is 1 byte,
     sub-byte types round up to a byte."""
-    from ..ir import ELEMENT_BITS
-
-    bits = ELEMENT_BITS.get(element_type, 0)
-    return (bits + 7) // 8
+    return (ELEMENT_BITS.get(element_type, 0) + 7) // 8
 
 
 def bit_width(element_type: str) -> int:
     """primitive_util::BitWidth (pred counts 8 bits)."""
-    from ..ir import ELEMENT_BITS
-
     return ELEMENT_BITS.get(element_type, 0)
 
 

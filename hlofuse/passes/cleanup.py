@@ -151,5 +151,6 @@ def _split(graph: Graph, concat: Node) -> None:
     for op in set(concat.operands):
         op.users = [u for u in op.users if u is not concat]
     concat.operands = []
+    graph.version += 1
     for op in operands:
         add_operand(concat, op)

@@ -9,7 +9,7 @@ Decision; the producer's verdict is shared by all its users, since XLA merges al
 
 from __future__ import annotations
 
-from ..cost.legacy import LegacyPerformanceModel
+from ..cost.legacy import LegacyPerformanceModel, shared_model
 from ..gpu import gpu_config
 from ..gpu.fusible import choose_fusion_kind
 from ..graph import Graph, Node, create_fusion, merge_fusion
@@ -34,7 +34,7 @@ def merge_computation(graph: Graph, ctx: Context) -> bool:
         if producer.opcode != "fusion" or producer not in graph or not producer.users:
             continue
         if model is None:
-            model = LegacyPerformanceModel(cfg)
+            model = shared_model(ctx, cfg)
         users = list(producer.users)
         outcome, blocking_user = should_merge(producer, users, ctx, model)
         for user in users:

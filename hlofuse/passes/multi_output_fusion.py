@@ -14,7 +14,7 @@ docs/xla/legacy-gpu-pipeline.md §7; docs/xla/priority-fusion.md §7.
 
 from __future__ import annotations
 
-from ..cost.legacy import LegacyPerformanceModel
+from ..cost.legacy import shared_model
 from ..gpu import gpu_config
 from ..gpu.config import GpuConfig
 from ..gpu.fusible import (choose_fusion_kind, fusible_computations, is_fusible_as_multi_output_fusion_root,
@@ -37,7 +37,7 @@ def run(program, ctx: Context) -> bool:
 
 def make_model(ctx: Context, cfg: GpuConfig):
     factory = ctx.cache.get("mof_model")
-    return factory(cfg) if factory is not None else LegacyPerformanceModel(cfg)
+    return factory(cfg) if factory is not None else shared_model(ctx, cfg)
 
 
 def priority(node: Node) -> int:
