@@ -1,0 +1,224 @@
+"""The CPU target: generated kernels compiled by the machine's C compiler into one shared
+library and called through ctypes, so fusion's effect is measured (and tested) without a GPU.
+
+A kernel is one C function `void k(void** buffers)`; each loop nest of the kernel body
+(emit.Group) becomes nested `for` loops in the layout's major-to-minor order.  A launch is
+one ctypes call from the host loop (about a microsecond: it plays the part of the GPU's
+launch overhead).  Buffers are NumPy arrays holding elements in physical layout order.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import BackendUnavailable, ExecutionError
+from .emit import KernelBody, ctype
+from .prelude import prelude
+
+CFLAGS = ("-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared", "-w")
+
+
+def render(bodies: list[KernelBody]) -> str:
+    """The C file holding every kernel of a plan."""
+    parts = [prelude("cpu")]
+    for body in bodies:
+        parts += body.functions
+        parts.append(render_kernel(body))
+    return "\n".join(parts) + "\n"
+
+
+def render_kernel(body: KernelBody) -> str:
+    lines = [f"/* {body.label} */", f"void {body.name}(void** b) {{"]
+    # restrict (no two arguments share memory) lets the compiler hoist and vectorize; a
+    # kernel writing over one of its inputs goes without it
+    restrict = " restrict" if body.distinct_args else ""
+    for i, arg in enumerate(body.args):
+        t = ctype(arg.element_type)
+        lines.append(f"  {t}*{restrict} {arg.name} = ({t}*)b[{i}];" if arg.output
+                     else f"  const {t}*{restrict} {arg.name} = (const {t}*)b[{i}];")
+    for group in body.groups:  # phases run one after another anyway
+        depth = 1
+        lines.append("  {")
+        for d in group.order:
+            depth += 1
+            var, size = group.vars[d], group.dims[d]
+            lines.append("  " * depth + f"for (i64 {var} = 0; {var} < {size}; ++{var})")
+        lines += ["  " * (depth + 1) + "{"] + ["  " * (depth + 1) + line for line in group.body] + \
+                 ["  " * (depth + 1) + "}", "  }"]
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("HLOFUSE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(tempfile.gettempdir(), f"hlofuse-{os.getuid()}"), "kernels")
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def compiler() -> str:
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return name
+    raise BackendUnavailable("no C compiler found (set CC, or install gcc): the CPU target compiles its kernels")
+
+
+def compile_library(source: str) -> Path:
+    """Compile (or find in the cache) the shared library of a kernel file."""
+    cc = compiler()
+    key = hashlib.sha256((cc + " ".join(CFLAGS) + os.uname().machine + source).encode()).hexdigest()[:24]
+    folder = cache_dir()
+    lib = folder / f"k{key}.so"
+    if lib.exists():
+        return lib
+    src = folder / f"k{key}.c"
+    src.write_text(source)
+    tmp = folder / f"k{key}.{os.getpid()}.so"
+    proc = subprocess.run([cc, *CFLAGS, "-o", str(tmp), str(src), "-lm"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ExecutionError(f"the C compiler rejected the generated kernels ({src}):\n{proc.stderr[-2000:]}")
+    os.replace(tmp, lib)
+    return lib
+
+
+class Library:
+    """The compiled kernels of one plan."""
+
+    def __init__(self, bodies: list[KernelBody]):
+        self.path = compile_library(render(bodies))
+        self._lib = ctypes.CDLL(str(self.path))
+
+    def kernel(self, name: str):
+        fn = getattr(self._lib, name)
+        fn.argtypes = [ctypes.c_void_p]
+        fn.restype = None
+        return fn
+
+
+def launcher(fn, buffers: list[np.ndarray]):
+    """A closure launching `fn` on these buffers (their addresses bound once)."""
+    array = (ctypes.c_void_p * len(buffers))(*[b.ctypes.data for b in buffers])
+    address = ctypes.cast(array, ctypes.c_void_p)
+
+    def launch():
+        fn(address)
+
+    launch.keepalive = (array, buffers)
+    return launch
+
+
+# ------------------------------------------------------------------------------------------
+# The device the runtime drives
+# ------------------------------------------------------------------------------------------
+
+
+def library_call(lowered, kernel, handles, target_module=np):
+    """A library kernel (dot, convolution, sort, library custom call...) evaluated by the
+    reference evaluator's implementation of its instruction, on logical views of the
+    buffers; the results are written back in physical order."""
+    from .interp import HANDLERS, Evaluator
+    from . import numeric
+
+    instr = kernel.instr
+    evaluator = Evaluator(lowered.module)
+    n_in = kernel.n_inputs
+    in_shapes = [lowered.buffers[a].shape for a in kernel.args[:n_in]]
+    out_shapes = [lowered.buffers[a].shape for a in kernel.args[n_in:]]
+    ins, outs = handles[:n_in], handles[n_in:]
+    handler = HANDLERS[instr.opcode]
+
+    def call():
+        ops = [numeric.from_physical(h, s) for h, s in zip(ins, in_shapes)]
+        with np.errstate(all="ignore"):
+            result = handler(evaluator, instr, ops)
+        leaves = _leaves(result)
+        for h, s, value in zip(outs, out_shapes, leaves):
+            h[:] = numeric.to_physical(np.asarray(value), s)
+
+    return call
+
+
+def _leaves(value) -> list:
+    if isinstance(value, tuple):
+        out = []
+        for v in value:
+            out += _leaves(v)
+        return out
+    return [] if value is None else [value]
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+class CpuDevice:
+    """Buffers are NumPy arrays; kernels are C functions; time is perf_counter."""
+
+    name = "cpu"
+
+    def describe(self) -> str:
+        return f"cpu ({cpu_name()}, {os.cpu_count()} cores, kernels compiled by {compiler()})"
+
+    def free_memory(self) -> int:
+        try:
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+            return 1 << 40
+
+    def allocate(self, shape):
+        from .numeric import np_dtype
+
+        return np.zeros(max(shape.elements, 1), np_dtype(shape.element_type))
+
+    def upload(self, handle, flat: np.ndarray) -> None:
+        handle[: flat.size] = flat.reshape(-1)
+
+    def download(self, handle) -> np.ndarray:
+        return handle.copy()
+
+    def compile(self, lowered):
+        bodies = [k.body for k in lowered.kernels if k.generated]
+        return Library(bodies) if bodies else None
+
+    def launcher(self, compiled, kernel, handles):
+        return launcher(compiled.kernel(kernel.name), handles), 1
+
+    def library(self, lowered, kernel, handles):
+        return library_call(lowered, kernel, handles)
+
+    def copier(self, dst, src, nbytes: int):
+        d, s, n = dst.ctypes.data, src.ctypes.data, nbytes
+
+        def copy():
+            ctypes.memmove(d, s, n)
+        return copy
+
+    def reader(self, handle):
+        def read():
+            return handle[0]
+        return read
+
+    def measure(self, run) -> float:
+        import time
+
+        start = time.perf_counter()
+        run()
+        return time.perf_counter() - start

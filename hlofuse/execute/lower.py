@@ -1,0 +1,610 @@
+"""Lowering: an `ir.Module` (fused or not) → the kernels it launches and the host steps that
+launch them, with buffers assigned — the part of XLA's thunk emitter and buffer assignment
+that decides what runs where.
+
+Every kernel instruction of an executed computation becomes one kernel: a fusion or an
+unfused instruction a generated kernel (execute/emit.py), a dot, convolution, sort or
+library custom call a library call (NumPy on the CPU, CuPy on the GPU), as XLA hands those
+to cuBLAS/cuDNN/its own emitters.  Parameters, constants, tuples, get-tuple-element and
+bitcasts are buffers, not kernels.  While loops run on the host as XLA runs them: with a
+known trip count the body's kernels that many times, otherwise the condition's kernels, a
+read of the predicate, then the body's.  Calls are inlined.
+
+Buffers are reused where XLA would reuse them: a loop body's result that no later kernel of
+the iteration reads is written straight into the loop state (otherwise it is copied at the
+end of the iteration), and a dynamic-update-slice or scatter whose operand dies there updates
+that buffer in place.  Entry parameters and constants are never written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Union
+
+import numpy as np
+
+from .. import attributes as attrs
+from .. import ir
+from ..errors import ExecutionError
+from ..kernels import CONTROL
+from ..opcodes import NON_KERNEL
+from . import emit, numeric
+from .interp import THREEFRY_TARGETS, known_trip_count, literal_value
+
+Tree = Union[int, tuple, None]  # a buffer id, a tuple of trees, or a token
+
+LIBRARY_OPCODES = frozenset({"dot", "convolution", "sort", "topk", "rng-bit-generator", "fft", "cholesky",
+                             "triangular-solve", "custom-call", "ragged-dot", "scaled-dot"})
+
+
+# ------------------------------------------------------------------------------------------
+# What a lowered module is
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Buffer:
+    id: int
+    shape: ir.Shape
+    kind: str  # input | constant | temp
+    data: np.ndarray | None = None  # constants: their elements in physical order
+
+    @property
+    def nbytes(self) -> int:
+        return self.shape.byte_size
+
+
+@dataclass
+class Kernel:
+    """One kernel: `body` for a generated one, `instr` (evaluated by the library) otherwise.
+    `args` are the buffers bound to the body's arguments in order (library: inputs then
+    outputs)."""
+
+    name: str
+    label: str  # computation/instruction
+    kind: str  # what XLA would call it: kLoop, kInput, library, copy, <opcode>
+    computation: str
+    args: list[int]
+    bytes: int
+    body: emit.KernelBody | None = None
+    instr: ir.Instruction | None = None
+    n_inputs: int = 0
+
+    @property
+    def generated(self) -> bool:
+        return self.body is not None
+
+
+@dataclass
+class Launch:
+    kernel: int
+
+
+@dataclass
+class Copy:
+    dst: int
+    src: int
+
+
+@dataclass
+class While:
+    name: str
+    entry: list[Copy]
+    cond: list
+    pred: int
+    body: list
+    end: list[Copy]
+    trip_count: int | None
+
+
+@dataclass
+class Conditional:
+    name: str
+    selector: int
+    branches: list[list]  # steps of each branch, ending with copies into the result buffers
+
+
+@dataclass
+class Lowered:
+    module: ir.Module
+    buffers: list[Buffer]
+    kernels: list[Kernel]
+    steps: list
+    inputs: list[Tree]
+    output: Tree
+    notes: list[str] = field(default_factory=list)
+
+    def buffer(self, i: int) -> Buffer:
+        return self.buffers[i]
+
+    def leaves(self, tree: Tree) -> list[int]:
+        if tree is None:
+            return []
+        if isinstance(tree, tuple):
+            out = []
+            for t in tree:
+                out += self.leaves(t)
+            return out
+        return [tree]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self.buffers)
+
+
+# ------------------------------------------------------------------------------------------
+# Which buffer each instruction's value lives in (symbolically, before lowering)
+# ------------------------------------------------------------------------------------------
+
+
+def _shape_tree(shape: ir.Shape, make) -> Tree:
+    if shape.is_tuple:
+        return tuple(_shape_tree(s, lambda p, k=k: make((k,) + p)) for k, s in enumerate(shape.tuple_shapes))
+    return make(())
+
+
+def _keys(comp: ir.Computation) -> dict[str, Tree]:
+    """For every instruction, the tree of buffer keys its value occupies: views share their
+    operand's keys, everything else owns new ones."""
+    keys: dict[str, Tree] = {}
+    for instr in comp.post_order:
+        op = instr.opcode
+        if op == "parameter":
+            n = instr.parameter_number
+            keys[instr.name] = _shape_tree(instr.shape, lambda p, n=n: ("p", n) + p)
+        elif op == "bitcast":
+            keys[instr.name] = keys[instr.operands[0]]
+        elif op == "get-tuple-element":
+            source = keys[instr.operands[0]]
+            k = attrs.integer(instr, "index", 0)
+            keys[instr.name] = source[k] if isinstance(source, tuple) else ("i", instr.name)
+        elif op == "tuple":
+            keys[instr.name] = tuple(keys[o] for o in instr.operands)
+        elif op in ("opt-barrier", "add-dependency", "domain", "copy-done"):
+            keys[instr.name] = keys[instr.operands[0]] if op != "copy-done" else ("i", instr.name)
+        else:
+            keys[instr.name] = _shape_tree(instr.shape, lambda p, n=instr.name: ("i", n) + p)
+    return keys
+
+
+def _flat(tree) -> list:
+    """The keys of a key tree, in leaf order (a key is a tuple starting with "p" or "i")."""
+    if tree is None:
+        return []
+    if isinstance(tree, tuple) and tree and isinstance(tree[0], str):
+        return [tree]
+    out = []
+    for t in tree:
+        out += _flat(t)
+    return out
+
+
+VIEWS = frozenset({"parameter", "bitcast", "get-tuple-element", "tuple", "opt-barrier", "add-dependency", "domain",
+                   "after-all", "constant"})
+
+
+@dataclass
+class _Liveness:
+    keys: dict[str, Tree]
+    position: dict[str, int]
+    readers: dict[tuple, list[int]]
+    live_out: list[tuple]  # root leaves, in order
+
+
+def _liveness(comp: ir.Computation) -> _Liveness:
+    keys = _keys(comp)
+    position = {instr.name: i for i, instr in enumerate(comp.post_order)}
+    readers: dict[tuple, list[int]] = {}
+    for instr in comp.post_order:
+        if instr.opcode in VIEWS:
+            continue
+        for operand in instr.operands:
+            for key in _flat(keys[operand]):
+                readers.setdefault(key, []).append(position[instr.name])
+    return _Liveness(keys, position, readers, _flat(keys[comp.root_name]))
+
+
+# ------------------------------------------------------------------------------------------
+# The lowering
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Scope:
+    """Lowering state of one computation: its liveness facts, which parameter leaves may be
+    written (a loop body's state), and which kernel outputs go straight into the state."""
+
+    comp: ir.Computation
+    live: _Liveness
+    writable_params: dict[tuple, int]  # ("p", 0, k) → state buffer id
+    direct: dict[tuple, int]  # kernel output key → state buffer it is written into
+
+
+class Lowerer:
+    """Turns a module into a Lowered program.  `loop_kernels` makes the `loop` plan: while
+    loops whose body is elementwise per batch element become one kernel (execute/loop.py)."""
+
+    def __init__(self, module: ir.Module, *, loop_kernels: bool = False):
+        self.module = module
+        self.loop_kernels = loop_kernels
+        self.buffers: list[Buffer] = []
+        self.kernels: list[Kernel] = []
+        self.notes: list[str] = []
+        self._constants: dict[tuple, int] = {}
+        self._names: set[str] = set()
+
+    # -- buffers --------------------------------------------------------------------------
+    def new_buffer(self, shape: ir.Shape, kind: str = "temp", data: np.ndarray | None = None) -> int:
+        if shape.is_tuple or not shape.is_array:
+            raise ExecutionError(f"internal: buffer of non-array shape {shape}")
+        self.buffers.append(Buffer(len(self.buffers), shape, kind, data))
+        return len(self.buffers) - 1
+
+    def new_tree(self, shape: ir.Shape, kind: str = "temp") -> Tree:
+        if shape.is_tuple:
+            return tuple(self.new_tree(s, kind) for s in shape.tuple_shapes)
+        if not shape.is_array:
+            return None
+        return self.new_buffer(shape, kind)
+
+    def constant_buffer(self, comp: str, instr: ir.Instruction) -> int:
+        key = (comp, instr.name)
+        if key not in self._constants:
+            data = numeric.to_physical(literal_value(instr), instr.shape)
+            self._constants[key] = self.new_buffer(instr.shape, "constant", data)
+        return self._constants[key]
+
+    def symbol(self, name: str) -> str:
+        base = "k_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
+        candidate, n = base, 1
+        while candidate in self._names:
+            n += 1
+            candidate = f"{base}_{n}"
+        self._names.add(candidate)
+        return candidate
+
+    # -- entry ----------------------------------------------------------------------------
+    def lower(self) -> Lowered:
+        entry = self.module.entry
+        inputs = [self.new_tree(p.shape, "input") for p in entry.parameters]
+        steps: list = []
+        scope = _Scope(entry, _liveness(entry), {}, {})
+        output = self.lower_computation(scope, inputs, steps)
+        return Lowered(self.module, self.buffers, self.kernels, steps, inputs, output, self.notes)
+
+    def lower_computation(self, scope: _Scope, params: list[Tree], steps: list) -> Tree:
+        values: dict[str, Tree] = {}
+        comp = scope.comp
+        for instr in comp.post_order:
+            values[instr.name] = self.lower_instruction(scope, instr, values, params, steps)
+        return values[comp.root_name]
+
+    def lower_instruction(self, scope: _Scope, instr: ir.Instruction, values, params, steps) -> Tree:
+        op = instr.opcode
+        operands = [values[o] for o in instr.operands]
+        if op == "parameter":
+            return params[instr.parameter_number]
+        if op == "constant":
+            return self.constant_buffer(scope.comp.name, instr) if instr.shape.is_array else None
+        if op in ("bitcast", "opt-barrier", "add-dependency", "domain"):
+            return operands[0]
+        if op == "get-tuple-element":
+            return operands[0][attrs.integer(instr, "index", 0)]
+        if op == "tuple":
+            return tuple(operands)
+        if op == "after-all":
+            return None
+        if op == "while":
+            return self.lower_while(scope, instr, operands[0], steps)
+        if op == "conditional":
+            return self.lower_conditional(scope, instr, operands, steps)
+        if op in ("call", "async-start"):
+            callee = self.module[(instr.attr("calls") or instr.called[0]).lstrip("%")]
+            inner = _Scope(callee, _liveness(callee), {}, {})
+            result = self.lower_computation(inner, operands, steps)
+            return (tuple(operands), result, None) if op == "async-start" else result
+        if op == "async-done":
+            return operands[0][1]
+        if op == "async-update":
+            return operands[0]
+        if op == "copy-start":
+            out = self.new_tree(instr.shape.tuple_shapes[0])
+            steps.append(Copy(out, operands[0]))
+            return (out, operands[0], None)
+        if op == "copy-done":
+            return operands[0][0]
+        if op in NON_KERNEL:
+            return operands[0] if operands else None
+        return self.lower_kernel(scope, instr, operands, steps)
+
+    # -- kernels --------------------------------------------------------------------------
+    def _output_tree(self, scope: _Scope, instr: ir.Instruction) -> Tree:
+        """Fresh buffers for a kernel's result, or the loop state where it goes straight there."""
+        keys = scope.live.keys[instr.name]
+
+        def make(shape, key):
+            if isinstance(key, tuple) and key and key[0] in ("p", "i"):
+                if key in scope.direct:
+                    return scope.direct[key]
+                return self.new_buffer(shape) if shape.is_array else None
+            return tuple(make(s, k) for s, k in zip(shape.tuple_shapes, key))
+
+        return make(instr.shape, keys)
+
+    def _in_place_ok(self, scope: _Scope, instr: ir.Instruction) -> bool:
+        """May this kernel overwrite its first operand's buffer?  Only when nothing reads that
+        buffer later and it is a temporary (or loop state handed back in the same slot)."""
+        if not instr.operands:
+            return False
+        keys = _flat(scope.live.keys[instr.operands[0]])
+        if len(keys) != 1:
+            return False
+        key = keys[0]
+        here = scope.live.position[instr.name]
+        if any(p > here for p in scope.live.readers.get(key, [])):
+            return False
+        if key[0] == "p":
+            # loop state: only when this result is what goes back into the same slot
+            mine = _flat(scope.live.keys[instr.name])
+            slot = key[2] if len(key) == 3 else None
+            return (key in scope.writable_params and slot is not None and len(mine) == 1
+                    and slot < len(scope.live.live_out) and scope.live.live_out[slot] == mine[0]
+                    and key not in scope.live.live_out)
+        if key[0] == "i" and scope.comp[key[1]].opcode == "constant":
+            return False
+        return key not in scope.live.live_out
+
+    def lower_kernel(self, scope: _Scope, instr: ir.Instruction, operands: list[Tree], steps: list) -> Tree:
+        label = f"{scope.comp.name}/{instr.name}"
+        kind = _kernel_kind(instr)
+        if _is_library(instr):
+            outputs = self._output_tree(scope, instr)
+            flat_in = []
+            for t in operands:
+                flat_in += self._leaves(t)
+            flat_out = self._leaves(outputs)
+            nbytes = sum(self.buffers[b].nbytes for b in set(flat_in) | set(flat_out))
+            self.kernels.append(Kernel(self.symbol(instr.name), label, kind, scope.comp.name, flat_in + flat_out,
+                                       nbytes, instr=instr, n_inputs=len(flat_in)))
+            steps.append(Launch(len(self.kernels) - 1))
+            return outputs
+        comp = _kernel_computation(self.module, scope.comp, instr)
+        in_place = self._in_place_ok(scope, instr) and _sole_user_is_root(comp)
+        body = emit.generate(self.module, comp, self.symbol(instr.name), in_place=in_place, label=label)
+        if body.in_place:  # the result lives in the operand's buffer
+            outputs = self._leaves(operands[body.in_place[0]])[0]
+        else:
+            outputs = self._output_tree(scope, instr)
+        out_leaves = self._leaves(outputs)
+        args = []
+        for arg in body.args:
+            kind_, *rest = arg.key
+            if kind_ == "out":
+                args.append(out_leaves[rest[0]])
+            elif kind_ == "param":
+                tree = operands[rest[0]]
+                if not isinstance(tree, int):
+                    raise emit.EmitError(f"kernel {label}: operand {rest[0]} is a tuple, not a buffer")
+                args.append(tree)
+            else:
+                args.append(self.constant_buffer(rest[0], self.module[rest[0]][rest[1]]
+                                                 if rest[0] in self.module else comp[rest[1]]))
+        body.distinct_args = len(set(args)) == len(args)
+        nbytes = _generated_bytes(comp, body, [self.buffers[a] for a in args], self.buffers)
+        self.kernels.append(Kernel(body.name, label, kind, scope.comp.name, args, nbytes, body=body))
+        steps.append(Launch(len(self.kernels) - 1))
+        return outputs
+
+    def _leaves(self, tree: Tree) -> list[int]:
+        if tree is None:
+            return []
+        if isinstance(tree, tuple):
+            out = []
+            for t in tree:
+                out += self._leaves(t)
+            return out
+        return [tree]
+
+    # -- control flow ---------------------------------------------------------------------
+    def lower_while(self, scope: _Scope, instr: ir.Instruction, init: Tree, steps: list) -> Tree:
+        body = self.module[instr.attr("body").lstrip("%")]
+        cond = self.module[instr.attr("condition").lstrip("%")]
+        if self.loop_kernels:
+            from .loop import loop_kernel, NotApplicable
+
+            try:
+                kernel, state = loop_kernel(self, scope, instr, init)
+                steps.append(Launch(kernel))
+                return state
+            except NotApplicable as why:
+                self.notes.append(f"{instr.name}: stays a host loop: {why}")
+        body_live = _liveness(body)
+        init_leaves = self._leaves(init)
+        n = len(init_leaves)
+        root_keys = body_live.live_out
+        passthrough = [i < len(root_keys) and root_keys[i] == ("p", 0, i) for i in range(n)]
+        here = scope.live.position[instr.name]
+        init_keys = _flat(scope.live.keys[instr.operands[0]])
+        state, entry = [], []
+        for i, b in enumerate(init_leaves):
+            key = init_keys[i] if i < len(init_keys) else None
+            dead_after = key is not None and key[0] == "i" and self.buffers[b].kind == "temp" and \
+                all(p <= here for p in scope.live.readers.get(key, [])) and key not in scope.live.live_out
+            if passthrough[i] or dead_after:
+                state.append(b)
+            else:
+                s = self.new_buffer(self.buffers[b].shape)
+                entry.append(Copy(s, b))
+                state.append(s)
+        state_tree = _rebuild(init, iter(state))
+        # kernel results that may be written straight into their state slot
+        direct = {}
+        for i, key in enumerate(root_keys):
+            if passthrough[i] or key[0] != "i" or root_keys.count(key) > 1:
+                continue
+            producer = body_live.position.get(key[1])
+            old_readers = body_live.readers.get(("p", 0, i), [])
+            if producer is None or any(p > producer for p in old_readers):
+                continue
+            if producer in old_readers and not _reads_at_same_index(self.module, body, body_live,
+                                                                    body[key[1]], ("p", 0, i)):
+                continue
+            direct[key] = state[i]
+        writable = {("p", 0, i): state[i] for i in range(n) if not passthrough[i]}
+        body_steps: list = []
+        body_scope = _Scope(body, body_live, writable, direct)
+        root = self.lower_computation(body_scope, [state_tree], body_steps)
+        end = [Copy(s, r) for s, r in zip(state, self._leaves(root)) if s != r]
+        end = _staged(self, end, set(state))
+        cond_steps: list = []
+        cond_scope = _Scope(cond, _liveness(cond), {}, {})
+        pred = self.lower_computation(cond_scope, [state_tree], cond_steps)
+        trip = known_trip_count(instr)
+        steps.append(While(instr.name, entry, cond_steps, pred, body_steps, end, trip))
+        return state_tree
+
+    def lower_conditional(self, scope: _Scope, instr: ir.Instruction, operands: list[Tree], steps: list) -> Tree:
+        names = [n.lstrip("%") for n in instr.called]
+        result = self.new_tree(instr.shape)
+        branches = []
+        for k, name in enumerate(names):
+            comp = self.module[name]
+            branch_steps: list = []
+            root = self.lower_computation(_Scope(comp, _liveness(comp), {}, {}), [operands[1 + k]], branch_steps)
+            branch_steps += [Copy(d, s) for d, s in zip(self._leaves(result), self._leaves(root))]
+            branches.append(branch_steps)
+        steps.append(Conditional(instr.name, operands[0], branches))
+        return result
+
+
+def _rebuild(tree: Tree, leaves) -> Tree:
+    if tree is None:
+        return None
+    if isinstance(tree, tuple):
+        return tuple(_rebuild(t, leaves) for t in tree)
+    return next(leaves)
+
+
+def _staged(lowerer: Lowerer, copies: list[Copy], state: set[int]) -> list[Copy]:
+    """End-of-iteration copies whose source is itself a state slot being overwritten (a swap)
+    go through a temporary first."""
+    dests = {c.dst for c in copies}
+    first, then = [], []
+    for c in copies:
+        if c.src in dests:
+            tmp = lowerer.new_buffer(lowerer.buffers[c.src].shape)
+            first.append(Copy(tmp, c.src))
+            then.append(Copy(c.dst, tmp))
+        else:
+            then.append(c)
+    return first + then
+
+
+# ------------------------------------------------------------------------------------------
+# Kernel helpers
+# ------------------------------------------------------------------------------------------
+
+
+def _is_library(instr: ir.Instruction) -> bool:
+    if instr.opcode == "fusion":
+        return instr.fusion_kind == "kCustom"
+    if instr.opcode == "custom-call":
+        return (instr.custom_call_target or "") not in THREEFRY_TARGETS
+    return instr.opcode in LIBRARY_OPCODES
+
+
+def _kernel_kind(instr: ir.Instruction) -> str:
+    if instr.opcode == "fusion":
+        return instr.fusion_kind or "kLoop"
+    if _is_library(instr):
+        return "library"
+    return instr.opcode
+
+
+def _kernel_computation(module: ir.Module, comp: ir.Computation, instr: ir.Instruction) -> ir.Computation:
+    """The computation a generated kernel computes: a fusion's body, or the instruction
+    alone with one parameter per operand."""
+    if instr.opcode == "fusion":
+        return module[instr.fused_computation.lstrip("%")]
+    params = []
+    for k, operand in enumerate(instr.operands):
+        params.append(ir.Instruction(f"param_{k}", "parameter", comp[operand].shape, literal=str(k)))
+    names = tuple(p.name for p in params)
+    kept = tuple((key, value) for key, value in instr.attrs if key not in ("control-predecessors", "metadata"))
+    root = instr.replace(operands=names, attrs=kept)
+    return ir.Computation(f"{comp.name}.{instr.name}", tuple(params) + (root,), root.name)
+
+
+def _reads_at_same_index(module: ir.Module, comp: ir.Computation, live: _Liveness, instr: ir.Instruction,
+                         key: tuple) -> bool:
+    """Does this kernel read the buffer `key` only at the index it writes (elementwise, one
+    output of the same shape)?  Then it may write over that buffer (XLA's buffer sharing of
+    elementwise users)."""
+    from ..opcodes import ELEMENTWISE
+
+    if instr.shape.is_tuple or _is_library(instr):
+        return False
+    numbers = [k for k, o in enumerate(instr.operands) if key in _flat(live.keys[o])]
+    if instr.opcode != "fusion":
+        return instr.opcode in ELEMENTWISE and all(comp[instr.operands[k]].shape.dims == instr.shape.dims
+                                                   for k in numbers)
+    body = module[instr.fused_computation.lstrip("%")]
+    params = {p.parameter_number: p for p in body.parameters}
+    for k in numbers:
+        param = params.get(k)
+        if param is None or param.shape.dims != instr.shape.dims:
+            return False
+        for user in body.users[param.name]:
+            u = body[user]
+            if u.opcode not in ELEMENTWISE or u.shape.dims != param.shape.dims:
+                return False
+    return True
+
+
+def _sole_user_is_root(comp: ir.Computation) -> bool:
+    """XLA updates in place only when the root's operand parameter has no other user."""
+    root = comp.root
+    if root.opcode not in ("dynamic-update-slice", "scatter") or not root.operands:
+        return False
+    operand = comp[root.operands[0]]
+    return operand.opcode == "parameter" and comp.users[operand.name] == (root.name,)
+
+
+def _generated_bytes(comp: ir.Computation, body: emit.KernelBody, args: list[Buffer], buffers) -> int:
+    """Bytes a generated kernel moves: each input once (only the slices it reads when it
+    reads it through slices), each output once (an in-place update: the update only)."""
+    total = 0
+    seen = set()
+    for arg, buf in zip(body.args, args):
+        if arg.output:
+            if body.in_place:
+                root = comp.root
+                total += comp[root.operands[1]].shape.byte_size if root.opcode == "dynamic-update-slice" \
+                    else comp[root.operands[2]].shape.byte_size
+            else:
+                total += buf.nbytes
+            continue
+        if buf.id in seen:
+            continue
+        seen.add(buf.id)
+        if arg.key[0] == "param":
+            total += _bytes_read(comp, arg.key[1], buf.nbytes)
+        else:
+            total += buf.nbytes
+    return total
+
+
+def _bytes_read(comp: ir.Computation, number: int, full: int) -> int:
+    param = next((p for p in comp.parameters if p.parameter_number == number), None)
+    if param is None:
+        return full
+    users = [comp[u] for u in comp.users[param.name]]
+    sliced = [u for u in users if u.opcode in ("slice", "dynamic-slice", "gather") and u.operands[0] == param.name]
+    if users and len(sliced) == len(users):
+        return min(full, sum(u.shape.byte_size for u in sliced))
+    return full
+
+
+def lower(module: ir.Module, *, loop_kernels: bool = False) -> Lowered:
+    return Lowerer(module, loop_kernels=loop_kernels).lower()

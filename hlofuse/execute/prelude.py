@@ -1,0 +1,145 @@
+"""The C/CUDA text every generated kernel file starts with: type names, XLA's arithmetic
+where C differs (execute/numeric.py is the NumPy side of the same rules), and the math
+functions.
+
+On the CPU, float32 functions are evaluated in double precision and rounded once, exactly
+as the reference evaluator does, so CPU kernels match the reference bit for bit; on the
+GPU the single-precision CUDA functions are used, as XLA does.
+"""
+
+from __future__ import annotations
+
+from .threefry import C_SOURCE as THREEFRY
+
+TYPES = r"""
+typedef float f32; typedef double f64;
+typedef signed char i8; typedef short i16; typedef int i32; typedef long long i64;
+typedef unsigned char u8; typedef unsigned short u16; typedef unsigned int u32; typedef unsigned long long u64;
+typedef unsigned char pred;
+"""
+
+COMMON = r"""
+HF_FN i64 hf_clamp_i64(i64 x, i64 lo, i64 hi) { return x < lo ? lo : (x > hi ? hi : x); }
+/* NaN-propagating max/min, with NumPy's choice between equal values (-0 vs +0) */
+HF_FN f32 hf_max_f32(f32 a, f32 b) { return (a >= b || a != a) ? a : b; }
+HF_FN f32 hf_min_f32(f32 a, f32 b) { return (a <= b || a != a) ? a : b; }
+HF_FN f64 hf_max_f64(f64 a, f64 b) { return (a >= b || a != a) ? a : b; }
+HF_FN f64 hf_min_f64(f64 a, f64 b) { return (a <= b || a != a) ? a : b; }
+/* IEEE total order as integers (compare type=TOTALORDER) */
+HF_FN i32 hf_total_f32(f32 x) { union { f32 f; i32 i; } u; u.f = x; return u.i < 0 ? (u.i ^ 0x7fffffff) : u.i; }
+HF_FN i64 hf_total_f64(f64 x) { union { f64 f; i64 i; } u; u.f = x; return u.i < 0 ? (u.i ^ 0x7fffffffffffffffLL) : u.i; }
+HF_FN pred hf_isfinite_f32(f32 x) { return isfinite(x) ? 1 : 0; }
+HF_FN pred hf_isfinite_f64(f64 x) { return isfinite(x) ? 1 : 0; }
+
+/* Integer division and remainder as XLA defines them: x/0 = -1, x%0 = x, MIN/-1 = MIN;
+   shifts by the bit width or more give 0 (or the sign); overflow wraps. */
+#define HF_SIGNED_OPS(T, U, W, BITS) \
+HF_FN T hf_div_##T(T a, T b) { if (b == 0) return (T)-1; if (b == (T)-1) return (T)((W)0 - (W)a); return (T)(a / b); } \
+HF_FN T hf_rem_##T(T a, T b) { if (b == 0) return a; if (b == (T)-1) return 0; return (T)(a % b); } \
+HF_FN T hf_shl_##T(T a, T b) { return ((U)b >= BITS) ? (T)0 : (T)((W)(U)a << (U)b); } \
+HF_FN T hf_shrl_##T(T a, T b) { return ((U)b >= BITS) ? (T)0 : (T)((U)a >> (U)b); } \
+HF_FN T hf_shra_##T(T a, T b) { return ((U)b >= BITS) ? (T)(a < 0 ? -1 : 0) : (T)(a >> b); } \
+HF_FN T hf_pow_##T(T a, T b) { \
+  if (b < 0) return (T)(a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0)); \
+  W r = 1, x = (W)a; while (b) { if (b & 1) r = r * x; x = x * x; b >>= 1; } return (T)r; } \
+HF_FN T hf_popcnt_##T(T a) { return (T)HF_POPCOUNT64((u64)(U)a); } \
+HF_FN T hf_clz_##T(T a) { return (U)a == 0 ? (T)BITS : (T)(HF_CLZ64((u64)(U)a) - (64 - BITS)); }
+#define HF_UNSIGNED_OPS(T, S, W, BITS) \
+HF_FN T hf_div_##T(T a, T b) { return b == 0 ? (T)-1 : (T)(a / b); } \
+HF_FN T hf_rem_##T(T a, T b) { return b == 0 ? a : (T)(a % b); } \
+HF_FN T hf_shl_##T(T a, T b) { return (b >= BITS) ? (T)0 : (T)((W)a << b); } \
+HF_FN T hf_shrl_##T(T a, T b) { return (b >= BITS) ? (T)0 : (T)(a >> b); } \
+HF_FN T hf_shra_##T(T a, T b) { return (b >= BITS) ? (T)(((S)a < 0) ? -1 : 0) : (T)((S)a >> b); } \
+HF_FN T hf_pow_##T(T a, T b) { W r = 1, x = a; while (b) { if (b & 1) r = r * x; x = x * x; b >>= 1; } return (T)r; } \
+HF_FN T hf_popcnt_##T(T a) { return (T)HF_POPCOUNT64((u64)a); } \
+HF_FN T hf_clz_##T(T a) { return a == 0 ? (T)BITS : (T)(HF_CLZ64((u64)a) - (64 - BITS)); }
+HF_SIGNED_OPS(i8, u8, u32, 8)
+HF_SIGNED_OPS(i16, u16, u32, 16)
+HF_SIGNED_OPS(i32, u32, u32, 32)
+HF_SIGNED_OPS(i64, u64, u64, 64)
+HF_UNSIGNED_OPS(u8, i8, u32, 8)
+HF_UNSIGNED_OPS(u16, i16, u32, 16)
+HF_UNSIGNED_OPS(u32, i32, u32, 32)
+HF_UNSIGNED_OPS(u64, i64, u64, 64)
+
+/* float -> integer: truncate, saturate, NaN -> 0 (XLA's convert) */
+#define HF_CVT(F, T, LO, HI) \
+HF_FN T hf_cvt_##F##_##T(F x) { if (x != x) return 0; if (x <= (F)(LO)) return (T)(LO); if (x >= (F)(HI)) return (T)(HI); return (T)x; }
+HF_CVT(f32, i8, -128, 127) HF_CVT(f32, i16, -32768, 32767) HF_CVT(f32, i32, (-2147483647-1), 2147483647)
+HF_CVT(f32, i64, (-9223372036854775807LL-1), 9223372036854775807LL)
+HF_CVT(f32, u8, 0, 255) HF_CVT(f32, u16, 0, 65535) HF_CVT(f32, u32, 0, 4294967295u) HF_CVT(f32, u64, 0, 18446744073709551615ULL)
+HF_CVT(f64, i8, -128, 127) HF_CVT(f64, i16, -32768, 32767) HF_CVT(f64, i32, (-2147483647-1), 2147483647)
+HF_CVT(f64, i64, (-9223372036854775807LL-1), 9223372036854775807LL)
+HF_CVT(f64, u8, 0, 255) HF_CVT(f64, u16, 0, 65535) HF_CVT(f64, u32, 0, 4294967295u) HF_CVT(f64, u64, 0, 18446744073709551615ULL)
+"""
+
+_UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "sqrt", "cbrt", "atan", "acos", "asin",
+          "sinh", "cosh", "acosh", "asinh", "atanh", "erf")
+_EXACT = ("fabs", "floor", "ceil", "rint", "round")
+
+
+def _math(target: str) -> str:
+    out = []
+    for fn in _UNARY:
+        if target == "cuda":
+            out.append(f"HF_FN f32 hf_{fn}_f32(f32 x) {{ return {fn}f(x); }}")
+        else:  # double precision, rounded once: the reference evaluator's recipe
+            out.append(f"HF_FN f32 hf_{fn}_f32(f32 x) {{ return (f32){fn}((f64)x); }}")
+        out.append(f"HF_FN f64 hf_{fn}_f64(f64 x) {{ return {fn}(x); }}")
+    for fn in _EXACT:
+        name = "abs" if fn == "fabs" else fn
+        out.append(f"HF_FN f32 hf_{name}_f32(f32 x) {{ return {fn}f(x); }}")
+        out.append(f"HF_FN f64 hf_{name}_f64(f64 x) {{ return {fn}(x); }}")
+    for fn in ("fmod", "pow", "atan2"):
+        if target == "cuda":
+            out.append(f"HF_FN f32 hf_{fn}_f32(f32 a, f32 b) {{ return {fn}f(a, b); }}")
+        else:
+            out.append(f"HF_FN f32 hf_{fn}_f32(f32 a, f32 b) {{ return (f32){fn}((f64)a, (f64)b); }}")
+        out.append(f"HF_FN f64 hf_{fn}_f64(f64 a, f64 b) {{ return {fn}(a, b); }}")
+    if target == "cuda":
+        out.append("HF_FN f32 hf_rsqrt_f32(f32 x) { return rsqrtf(x); }")
+        out.append("HF_FN f32 hf_logistic_f32(f32 x) { return 1.0f / (1.0f + expf(-x)); }")
+    else:
+        out.append("HF_FN f32 hf_rsqrt_f32(f32 x) { return (f32)(1.0 / sqrt((f64)x)); }")
+        out.append("HF_FN f32 hf_logistic_f32(f32 x) { return (f32)(1.0 / (1.0 + exp(-(f64)x))); }")
+    out.append("HF_FN f64 hf_rsqrt_f64(f64 x) { return 1.0 / sqrt(x); }")
+    out.append("HF_FN f64 hf_logistic_f64(f64 x) { return 1.0 / (1.0 + exp(-x)); }")
+    return "\n".join(out) + "\n"
+
+
+CPU_HEAD = r"""
+#include <math.h>
+#define HF_FN static inline
+#define HF_INF __builtin_inf()
+#define HF_NAN __builtin_nan("")
+#define HF_POPCOUNT64(x) __builtin_popcountll(x)
+#define HF_CLZ64(x) __builtin_clzll(x)
+/* scatter's combine: the CPU kernels run one update after another */
+#define HF_COMBINE_1(T, ptr, val, fn) (*(ptr) = fn(*(ptr), (val)))
+#define HF_COMBINE_2 HF_COMBINE_1
+#define HF_COMBINE_4 HF_COMBINE_1
+#define HF_COMBINE_8 HF_COMBINE_1
+"""
+
+CUDA_HEAD = r"""
+#define HF_FN static __device__ __forceinline__
+#define HF_INF __int_as_float(0x7f800000)
+#define HF_NAN __int_as_float(0x7fc00000)
+#define HF_POPCOUNT64(x) __popcll(x)
+#define HF_CLZ64(x) __clzll(x)
+/* scatter's combine on the GPU: a compare-and-swap loop, for any reducer of 4- or 8-byte values */
+#define HF_COMBINE_4(T, ptr, val, fn) do { unsigned int* a_ = (unsigned int*)(ptr); \
+  unsigned int old_ = *a_, assumed_; union { unsigned int u; T t; } c_, n_; \
+  do { assumed_ = old_; c_.u = assumed_; n_.t = fn(c_.t, (val)); old_ = atomicCAS(a_, assumed_, n_.u); } \
+  while (assumed_ != old_); } while (0)
+#define HF_COMBINE_8(T, ptr, val, fn) do { unsigned long long* a_ = (unsigned long long*)(ptr); \
+  unsigned long long old_ = *a_, assumed_; union { unsigned long long u; T t; } c_, n_; \
+  do { assumed_ = old_; c_.u = assumed_; n_.t = fn(c_.t, (val)); old_ = atomicCAS(a_, assumed_, n_.u); } \
+  while (assumed_ != old_); } while (0)
+"""
+
+
+def prelude(target: str) -> str:
+    """Everything a kernel file needs before its kernels; `target` is "cpu" or "cuda"."""
+    head = CUDA_HEAD if target == "cuda" else CPU_HEAD
+    return head + TYPES + COMMON + _math(target) + THREEFRY
