@@ -9,6 +9,8 @@
      (`xla_cpu_experimental_ynn_fusion_type=""`): library fusions found in the input are
      inlined back into plain instructions first (approximate: without YNN, XLA's earlier
      passes also shape reductions differently).
+     With `Options.library_fusion=True` and an input without library fusions, the
+     `dot-library-rewriter` pass builds them first (hlofuse/passes/cpu_library.py).
   1. `fusion`: the generic InstructionFusion driver with CpuInstructionFusion's policy.
   2. `fusion-wrapper`: every remaining instruction the new CPU emitters handle becomes a
      one-instruction kLoop fusion `wrapped_<opcode>`.
@@ -107,6 +109,25 @@ class CpuPolicy(FusionPolicy):
         return clone
 
 
+def library_pass(program: "Program", ctx: "Context") -> bool:
+    """XLA:CPU's `dot-library-rewriter`, replayed only when asked (`Options.library_fusion`
+    True) on a module that has no library fusion yet: XLA's before-fusion snapshots already
+    hold them (hlofuse/passes/cpu_library.py)."""
+    if ctx.options.library_fusion is not True:
+        return False
+    if any(rc.library_fusion_kind(n) for gr in program.graphs.values() for n in gr):
+        ctx.notes.append("library fusion: the input already holds library fusions; dot-library-rewriter not replayed")
+        return False
+    from .cpu_library import dot_library_rewriter
+
+    before = sum(1 for gr in program.graphs.values() for n in gr if rc.library_fusion_kind(n))
+    changed = dot_library_rewriter(program, ctx)
+    made = sum(1 for gr in program.graphs.values() for n in gr if rc.library_fusion_kind(n)) - before
+    ctx.notes.append(f"library fusion: replayed dot-library-rewriter (YNNPACK), {made} library fusion(s) built; "
+                     "XLA's earlier passes (DotDecomposer, GemvRewriter, TreeReductionRewriter...) were not replayed")
+    return changed
+
+
 def fusion_pass(program: "Program", ctx: "Context") -> bool:
     """XLA:CPU's `fusion` pass (CpuInstructionFusion, may_duplicate as XLA's default)."""
     if ctx.options.library_fusion is False:
@@ -114,10 +135,6 @@ def fusion_pass(program: "Program", ctx: "Context") -> bool:
         if inlined:
             ctx.notes.append(f"no-library mode: inlined {inlined} library fusion(s) of the input before `fusion`; "
                              "XLA without YNN fusion also shapes reductions differently earlier, so this is approximate")
-    elif ctx.options.library_fusion is True and not any(
-            rc.library_fusion_kind(n) for gr in program.graphs.values() for n in gr):
-        ctx.notes.append("library fusion requested, but the input holds no library fusion and hlofuse does not "
-                         "replay XLA's dot-library-rewriter; replay from XLA's before-fusion snapshot")
     return InstructionFusion(CpuPolicy()).run(program, ctx)
 
 
@@ -432,9 +449,10 @@ def _flattened(program: "Program"):
 
 
 def _explain_description() -> str:
-    return ("XLA:CPU (jaxlib 0.10.2): library fusions kept as they are, then fusion (CpuInstructionFusion), "
-            "then fusion-wrapper")
+    return ("XLA:CPU (jaxlib 0.10.2): library (YNNPACK) fusions kept as the input has them (dot-library-rewriter "
+            "replayed only with library_fusion=True), then fusion (CpuInstructionFusion), then fusion-wrapper")
 
 
-register_pipeline("cpu", "cpu", [("fusion", fusion_pass), ("fusion-wrapper", fusion_wrapper_pass)],
+register_pipeline("cpu", "cpu", [("dot-library-rewriter", library_pass), ("fusion", fusion_pass),
+                                 ("fusion-wrapper", fusion_wrapper_pass)],
                   _explain_description(), explain_boundary=explain_boundary)
