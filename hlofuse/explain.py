@@ -191,13 +191,17 @@ class Explanation:
         }
 
 
-def _agrees(rule, xla_reason: str, pipeline: str | None) -> bool | None:
-    """Whether our rule says what XLA's log says: its XLA string (or, for a boundary rule, one
-    of the strings XLA uses for that situation in this pipeline) occurs in XLA's reason."""
+def _agrees(rule, verdict, pipeline: str | None) -> bool | None:
+    """Whether our rule says what XLA's log says: for a cost-model rejection, whether our rule
+    is a cost-model rule; otherwise whether its XLA string (or, for a boundary rule, one of the
+    strings XLA uses for that situation in this pipeline) occurs in XLA's reason."""
     from .rules.boundaries import XLA_REASONS
 
-    if rule is None:
+    if rule is None or verdict is None or verdict.reason is None:
         return None
+    if getattr(verdict, "status", None) == "unprofitable":
+        return "cost-model" in rule.tags
+    xla_reason = verdict.reason
     expected: tuple[str, ...] = ()
     if rule.id in XLA_REASONS:
         table = XLA_REASONS[rule.id]
@@ -205,7 +209,8 @@ def _agrees(rule, xla_reason: str, pipeline: str | None) -> bool | None:
     elif rule.xla.message:
         expected = (rule.xla.message,)
     if not expected:
-        return None
+        # XLA named a reason where our rule says only the cost model objected: they differ
+        return False if "cost-model" in rule.tags and rule.xla.message is None else None
     text = xla_reason.strip().lower()
     return any(e.strip().lower() in text for e in expected)
 
@@ -732,6 +737,7 @@ class _Explainer:
             "loop": _loop_words(loop) if loop else "the while loop",
             "tuple_role": self._tuple_role(edge.consumer_comp, consumer_instr),
             "inserted_copies": self._inserted, "copy_reasons": self._copy_reasons,
+            "pipeline": self.detected.pipeline,
         }
         outcome = self._ask(edge, facts, producer_kernel, consumer_instr)
         rule_id, reason, rule_facts, explained_by = outcome
@@ -739,8 +745,9 @@ class _Explainer:
         tags = tuple(sorted(rule.tags)) if rule is not None else ()
         extra_tags = self._extra_tags(src, edge)
         tags = tuple(sorted(set(tags) | extra_tags))
-        xla_reason = self._xla_reason(src, edge)
-        agrees = _agrees(rule, xla_reason, self.detected.pipeline) if xla_reason is not None else None
+        verdict = self._xla_verdict(src, edge)
+        xla_reason = verdict.reason if verdict is not None else None
+        agrees = _agrees(rule, verdict, self.detected.pipeline) if verdict is not None else None
         source = self._source(src.comp, producer) or self._source(src.comp, src.name) \
             or self._source(edge.consumer_comp, consumer) or self._context_source(edge, loop)
         consumer_source = self._source(edge.consumer_comp, consumer) or self._source(edge.consumer_comp, edge.consumer)
@@ -756,7 +763,7 @@ class _Explainer:
             consumer_is_buffer=not consumer_is_kernel,
         ))
         clean_facts = {k: v for k, v in dict(rule_facts).items()
-                       if k not in ("inserted_copies", "copy_reasons") and not callable(v)}
+                       if k not in ("inserted_copies", "copy_reasons", "pipeline") and not callable(v)}
         return Boundary(
             producer=producer, consumer=consumer, producer_kernel=src.name,
             consumer_kernel=edge.consumer if consumer_is_kernel else None,
@@ -858,17 +865,19 @@ class _Explainer:
                 self._xla_log = _load_xla_log(log.path, self.notes)
         return self._xla_log
 
-    def _xla_reason(self, src: _Source, edge: _Edge) -> str | None:
+    def _xla_verdict(self, src: _Source, edge: _Edge):
+        """XLA's logged refusal for the pair (an xla_log.XlaVerdict with a reason), or None."""
         log = self._log()
         if log is None or src.crossing:
             return None
-        return _xla_log_reason(log, self.m, src, edge, self.notes)
+        return _xla_log_verdict(log, self.m, src, edge, self.notes)
 
     def _rule_from_xla_log(self, edge: _Edge):
         """A rule of the registry whose XLA string is the one XLA's log gives for this pair."""
         from .rules import REGISTRY
 
-        reason = self._xla_reason(edge.source, edge)
+        verdict = self._xla_verdict(edge.source, edge)
+        reason = verdict.reason if verdict is not None else None
         if not reason:
             return None
         pipeline = self.detected.pipeline
@@ -1457,9 +1466,9 @@ def _log_candidates(name: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _xla_log_reason(index: "_LogIndex", module: ir.Module, src: _Source, edge: _Edge, notes: list[str]) -> str | None:
-    """XLA's reason for keeping the producer kernel apart from the consumer kernel, matching
-    both by the instructions they compute."""
+def _xla_log_verdict(index: "_LogIndex", module: ir.Module, src: _Source, edge: _Edge, notes: list[str]):
+    """What XLA's log says about keeping the producer kernel apart from the consumer kernel,
+    matching both by the instructions they compute; None unless it gives a reason."""
     producer = module[src.comp][src.name]
     consumer = module[edge.consumer_comp][edge.consumer]
     p = index.names(_kernel_members(module, producer))
@@ -1467,10 +1476,13 @@ def _xla_log_reason(index: "_LogIndex", module: ir.Module, src: _Source, edge: _
     if not p or not c:
         return None
     try:
-        return index.log.reason(p, c)
+        verdict = index.log.verdict(p, c)
     except Exception as err:  # noqa: BLE001
         notes.append(f"hlofuse.xla_log could not answer for {producer.name} → {consumer.name}: {err}")
         return None
+    if verdict is None or verdict.status not in ("ineligible", "unprofitable") or not verdict.reason:
+        return None
+    return verdict
 
 
 def _kernel_members(module: ir.Module, kernel: ir.Instruction) -> list[str]:

@@ -420,3 +420,23 @@ def test_concat_hint_when_the_concatenate_crosses_or_is_computed_twice():
     assert "separate arrays" in _hint(rule="X", crossing=(), producer_kernel_opcodes=both,
                                       consumer_kernel_opcodes=frozenset({"concatenate"}), in_loop=None)[0]
     assert _hint(rule="X", crossing=(), producer_kernel_opcodes=both, in_loop=None)[0] is None
+
+
+# ------------------------------------------------------------------------------------------
+# XLA's own log
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("folder", [f for f in CARTPOLE if "gpu-current" in f and f.endswith("rng_customcall")])
+def test_xla_log_reasons_are_shown_and_compared(folder):
+    ex = explained(str(REPO / folder))
+    assert ex.xla_log is not None and ex.xla_log.endswith("priority_fusion_dump.txt")
+    logged = [b for b in ex.boundaries if b.xla_reason]
+    assert logged, "XLA's log explains some producer of this dump"
+    library = [b for b in logged if b.rule.startswith("BND-LIBRARY")]
+    assert library
+    for b in library:
+        # PriorityFusion's verbatim strings for custom calls on either side
+        assert b.xla_reason in ("the producer is not fusible", "the consumer is not fusible")
+        assert b.agrees_with_xla is True
+    assert ex.summary()["disagreements_with_xla"] == sum(1 for b in ex.boundaries if b.agrees_with_xla is False)

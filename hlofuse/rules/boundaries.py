@@ -428,6 +428,8 @@ def library_producer(c):
     if lib is None:
         return None
     target, name, _ = lib
+    if target == "__triton" and c.extra.get("pipeline") == "priority":
+        return None  # a generic Triton fusion is fusible for PriorityFusion: its rules decide
     return objection(producer=c.extra.get("producer_name", c.producer.name),
                      consumer=c.extra.get("consumer_name", c.consumer.name), target=target or c.producer.opcode,
                      library=name)
