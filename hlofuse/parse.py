@@ -11,6 +11,7 @@ Stages, so tests can enter anywhere:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import os
@@ -783,9 +784,11 @@ def parse_text(text: str, path: str | None = None, *, strict: bool = False) -> i
         # one, so offsets stay those of the text, and lines and columns come out right.
         text = _LONE_CR_RE.sub("\n", text)
     try:
-        raw = _run_parser(text, "start")
-        module = _assemble(raw, text, path)
-        module = check_module(module, text, strict=strict)
+        module = _parse_in_two(text, path, strict) if _jobs(text) > 1 else None
+        if module is None:
+            raw = _run_parser(text, "start")
+            module = _assemble(raw, text, path)
+            module = check_module(module, text, strict=strict)
     except HloSyntaxError as err:
         raise err.located(path) from None
     except RecursionError:
@@ -1157,9 +1160,13 @@ class _Assembler:
         first = raw.computations[0] if raw.computations else None
         percent = False
         if first is not None and first.instrs:
-            line = self.text.splitlines()[first.instrs[0].line - 1] if first.instrs[0].line else ""
+            line = _line_text(self.text, first.instrs[0].line) if first.instrs[0].line else ""
             percent = "%" in line.split("=", 1)[0]
         signatures = any(rc.params is not None for rc in raw.computations)
+        return self.style_of(percent, signatures)
+
+    def style_of(self, percent: bool, signatures: bool):
+        from .printer import Style
         operand_marks = _OPERAND_MARK_RE.search(self.text) is not None
         if not operand_marks and not _ANY_MARK_RE.search(self.text):
             operand_marks = percent  # nothing to go by: XLA's dumps mark operands in the long form
@@ -1264,16 +1271,8 @@ class _Assembler:
         if ri.operand_shapes is not None:
             self.declared[ri.name] = ri.operand_shapes
             self.saw_operand_shapes = True
-        return ir.Instruction(
-            name=ri.name,
-            opcode=ri.opcode,
-            shape=shape,
-            operands=tuple(operand_names),
-            attrs=tuple(attrs),
-            literal=ri.literal,
-            called=tuple(called),
-            span=ir.Span(ri.line, ri.column),
-        )
+        return ir.Instruction(ri.name, ri.opcode, shape, tuple(operand_names), tuple(attrs), ri.literal,
+                              tuple(called), ir.Span(ri.line, ri.column))
 
     def infer_shape(self, ri: _RawInstr, operand_names: list[str]) -> ir.Shape:
         """XLA infers a left-out shape; hlofuse does so for elementwise instructions whose
@@ -1387,6 +1386,17 @@ class _Assembler:
         )
 
 
+def _line_text(text: str, line: int) -> str:
+    """Line `line` (1-based) of the text, without splitting all of it."""
+    pos = 0
+    for _ in range(line - 1):
+        pos = text.find("\n", pos) + 1
+        if pos == 0:
+            return ""
+    end = text.find("\n", pos)
+    return text[pos:] if end < 0 else text[pos:end]
+
+
 def _run_parser_with_offset(text: str, body: str):
     """Parse an inline computation body; padding keeps line numbers those of the whole text."""
     start = text.find(body)
@@ -1440,3 +1450,154 @@ def _stack_frames(sections) -> ir.StackFrameIndex:
                     frames[ident] = (fields.get("file_location_id", 0), max(printed - 1, 0))
         lines.append("")
     return ir.StackFrameIndex(file_names, function_names, locations, frames, "\n".join(lines))
+
+
+# ------------------------------------------------------------------------------------------
+# 4. Large inputs: two processes, one half of the computations each
+# ------------------------------------------------------------------------------------------
+#
+# Top-level computations are blank-line-separated blocks that start at column 0, so a large
+# module splits into two runs of whole computations.  After the parser is built, the process
+# forks: the child reads, assembles and checks (per instruction) the second half while the
+# parent does the first, then the child sends its computations back pickled.  The parent runs
+# the checks across computations (names, ENTRY, called computations, async pairs) on the whole.
+# Anything unusual -- an error in either half, a computation that refers across the split in
+# a way only the whole module resolves -- and the text is parsed again in one process, which
+# gives the same module or the same error as without the split.
+
+#: Inputs smaller than this are parsed in one process (forking costs about 20 ms).
+PARALLEL_MIN_BYTES = 4_000_000
+_SPLIT_RE = re.compile(r"\n\n+(?=(?:ENTRY[ \t]+)?%?[A-Za-z_][\w.\-]*[ \t]*[({])")
+
+
+def _jobs(text: str) -> int:
+    if len(text) < PARALLEL_MIN_BYTES or not hasattr(os, "fork"):
+        return 1
+    wanted = os.environ.get("HLOFUSE_JOBS", "")
+    if wanted.isdigit():
+        return min(int(wanted), 2)
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
+class _Part:
+    """What one half of a module turns into."""
+
+    __slots__ = ("raw", "computations", "extra", "warnings", "saw_operand_shapes")
+
+    def __init__(self, raw, computations, extra, warnings, saw_operand_shapes):
+        self.raw, self.computations, self.extra = raw, computations, extra
+        self.warnings, self.saw_operand_shapes = warnings, saw_operand_shapes
+
+
+def _read_part(text: str, start: int, stop: int, strict: bool) -> _Part:
+    from .validate import check_module
+
+    raw = parser().parse(lark.lexer.TextSlice(text, start, stop), start="start")
+    if raw.form not in ("module", "computations") or not raw.computations:
+        raise _NotSplittable
+    assembler = _Assembler(text)
+    comps = []
+    for rc in raw.computations:
+        comp = assembler.computation(rc, rc.is_entry)
+        assembler.built[comp.name] = comp
+        comps.append(comp)
+    partial = ir.Module(name=raw.name, computations=tuple(assembler.extra_computations + comps),
+                        entry_name=comps[-1].name)
+    checked = check_module(partial, text, strict=strict, module_level=False)
+    fields = {f.name for f in dataclasses.fields(ir.Computation)}
+    for comp in checked.computations:  # cached lookups (by_name, users...) are rebuilt on the other side
+        for key in [k for k in comp.__dict__ if k not in fields]:
+            del comp.__dict__[key]
+    # The raw instructions are not needed any more; keep what the module-level checks use.
+    for rc in raw.computations:
+        rc.instrs = rc.instrs[:1]
+    return _Part(raw, comps, assembler.extra_computations, list(assembler.warnings) + list(checked.warnings),
+                 assembler.saw_operand_shapes)
+
+
+class _NotSplittable(Exception):
+    pass
+
+
+def _parse_in_two(text: str, path: str | None, strict: bool) -> ir.Module | None:
+    """The module, or None when the text does not split (then it is read in one process)."""
+    import pickle
+
+    from .validate import check_module
+
+    m = _SPLIT_RE.search(text, len(text) // 2)
+    if m is None:
+        return None
+    split = m.end()
+    parser()  # built before forking, so the child has it
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: read the second half, send it back, leave without cleanup
+        code = 0
+        try:
+            os.close(read_fd)
+            try:
+                payload = pickle.dumps(("ok", _read_part(text, split, len(text), strict)), pickle.HIGHEST_PROTOCOL)
+            except BaseException:  # noqa: BLE001 - any failure: the parent reads it all again
+                payload = pickle.dumps(("failed", None))
+            with os.fdopen(write_fd, "wb") as fh:
+                fh.write(payload)
+        except BaseException:  # noqa: BLE001
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    first = None
+    try:
+        try:
+            first = _read_part(text, 0, split, strict)
+        except (HloSyntaxError, _NotSplittable, UnexpectedInput, VisitError, _LocatedError, RecursionError):
+            first = None
+        with os.fdopen(read_fd, "rb") as fh:
+            status, second = pickle.loads(fh.read())
+    finally:
+        os.waitpid(pid, 0)
+    if first is None or status != "ok":
+        return None
+    return _merge(first, second, text, path, strict, check_module)
+
+
+def _merge(first: _Part, second: _Part, text: str, path: str | None, strict: bool, check_module) -> ir.Module | None:
+    raws = first.raw.computations + second.raw.computations
+    assembler = _Assembler(text)
+    seen: dict[str, _RawComputation] = {}
+    entries = []
+    for rc in raws:  # the same checks, in the same order, as _Assembler.module
+        if rc.name in seen:
+            return None
+        seen[rc.name] = rc
+        if rc.is_entry:
+            entries.append(rc)
+    if len(entries) > 1:
+        return None
+    comps = first.computations + second.computations
+    if not entries:  # the last computation is the entry
+        comps[-1] = dataclasses.replace(comps[-1], is_entry=True)
+    extra = first.extra + second.extra
+    assembler.saw_operand_shapes = first.saw_operand_shapes or second.saw_operand_shapes
+    first_instr = raws[0].instrs[0] if raws[0].instrs else None
+    percent = bool(first_instr and first_instr.line and
+                   "%" in _line_text(text, first_instr.line).split("=", 1)[0])
+    module = ir.Module(
+        name=first.raw.name,
+        computations=tuple(extra + comps),
+        entry_name=(entries[0] if entries else raws[-1]).name,
+        attrs=tuple((k, v) for k, v, _, _ in first.raw.attrs),
+        stack_frames=_stack_frames(first.raw.sections),
+        form=first.raw.form,
+        path=path,
+        warnings=tuple(first.warnings + second.warnings),
+        style=assembler.style_of(percent, any(rc.params is not None for rc in raws)),
+    )
+    by_name = module.by_name
+    for comp in module.computations:
+        for instr in comp.instructions:
+            for callee in instr.called:
+                if callee not in by_name:
+                    return None
+    return check_module(module, text, strict=strict, instructions=False)

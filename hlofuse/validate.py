@@ -9,6 +9,7 @@ produce a warning, or an error with `strict=True`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 from . import attributes, ir
@@ -72,13 +73,16 @@ class _Checker:
         return line, column
 
     # -- module ---------------------------------------------------------------------------
-    def run(self) -> ir.Module:
-        for key, value in self.module.attrs:
-            self.check_attr_value(None, key, value)
-        for comp in self.module.computations:
-            for instr in comp.instructions:
-                self.check(comp, instr)
-        self.check_async()
+    def run(self, instructions: bool = True, module_level: bool = True) -> ir.Module:
+        if module_level:
+            for key, value in self.module.attrs:
+                self.check_attr_value(None, key, value)
+        if instructions:
+            for comp in self.module.computations:
+                for instr in comp.instructions:
+                    self.check(comp, instr)
+        if module_level:
+            self.check_async()
         if self.warnings != list(self.module.warnings):
             return dataclasses.replace(self.module, warnings=tuple(self.warnings))
         return self.module
@@ -87,7 +91,7 @@ class _Checker:
         spec = KNOWN_ATTRS.get(key)
         if spec is None:
             return
-        if not terminal_regex(spec.terminal).fullmatch(value):
+        if not _value_fits(spec.terminal, value):
             if instr is None:
                 line = next((i + 1 for i, l in enumerate(self.text.splitlines()[:50]) if key + "=" in l), 1)
                 raise self.error(f"malformed value of attribute {key}: {_short(value)}", line=line, column=1)
@@ -117,16 +121,20 @@ class _Checker:
             if spec.opcodes is not None and base not in spec.opcodes and opcode not in spec.opcodes:
                 raise self.error(f'unexpected attribute "{key}" for {opcode}', instr, key)
             self.check_attr_value(instr, key, value)
+            if key == "result_accuracy":
+                self.check_result_accuracy(instr)
         for key in REQUIRED.get(opcode, ()):
             if not instr.has_attr(key):
                 if opcode == "conditional":
                     continue
                 raise self.error(f"{opcode} expects attribute {key}", instr)
-        shapes = [comp[op].shape for op in instr.operands]
-        self.check_layouts(instr)
-        checker = getattr(self, "op_" + opcode.replace("-", "_"), None)
+        if instr.shape not in _CHECKED_SHAPES:
+            self.check_layouts(instr)
+        checker = _CHECKERS.get(opcode, _UNSET)
+        if checker is _UNSET:
+            checker = _CHECKERS[opcode] = getattr(_Checker, "op_" + opcode.replace("-", "_"), None)
         if checker is not None:
-            checker(comp, instr, shapes)
+            checker(self, comp, instr, [comp[op].shape for op in instr.operands])
 
     def check_layouts(self, instr: ir.Instruction) -> None:
         for leaf in instr.shape.leaves():
@@ -149,6 +157,8 @@ class _Checker:
                     sparse = sparse or kind != "D"
             if re.search(r"(?<![A-Z])P\(", layout.extra) and not sparse:
                 raise self.error("Layout has physical shape, but is not for a sparse array", instr)
+        if len(_CHECKED_SHAPES) < 100_000:
+            _CHECKED_SHAPES.add(instr.shape)  # a pure function of the shape, and shapes repeat
 
     # -- per-opcode checks (named op_<opcode>) ---------------------------------------------
     def op_constant(self, comp, instr, shapes) -> None:
@@ -259,10 +269,13 @@ class _Checker:
     # -- async wrappers (async-start / -update / -done and their `op-start` sugar) ----------
     def check_async(self) -> None:
         used: dict[str, str] = {}
+        kinds = _ASYNC_KINDS
         for comp in self.module.computations:
             for instr in comp.instructions:
-                self.check_result_accuracy(instr)
-                kind = _async_kind(instr.opcode)
+                opcode = instr.opcode
+                kind = kinds.get(opcode, _UNSET)
+                if kind is _UNSET:
+                    kind = kinds[opcode] = _async_kind(opcode)
                 if kind is None:
                     continue
                 if kind in ("start", "update") and instr.opcode.startswith("async-"):
@@ -312,6 +325,22 @@ def attribute_allowed(opcode: str, key: str) -> bool:
     return True
 
 
+#: op_<opcode> checkers by opcode (None: no checker), filled on first use.
+_CHECKERS: dict = {}
+_UNSET = object()
+#: _async_kind by opcode, filled on first use.
+_ASYNC_KINDS: dict = {}
+#: Shapes whose layouts passed check_layouts.
+_CHECKED_SHAPES: set = set()
+
+
+@functools.lru_cache(maxsize=65536)
+def _value_fits(terminal: str, value: str) -> bool:
+    """Whether an attribute value matches the grammar terminal of its attribute.  Memoised:
+    dumps repeat most values (dimensions, backend configs, sharding, replica groups)."""
+    return terminal_regex(terminal).fullmatch(value) is not None
+
+
 def _async_kind(opcode: str) -> str | None:
     """start / update / done for async ops and their sugar (`custom-call-start`), else None.
     Collectives with their own start/done opcodes (all-reduce-start, copy-start...) are not
@@ -327,5 +356,8 @@ def _short(value: str) -> str:
     return value if len(value) <= 60 else value[:57] + "..."
 
 
-def check_module(module: ir.Module, text: str, *, strict: bool = False) -> ir.Module:
-    return _Checker(module, text, strict).run()
+def check_module(module: ir.Module, text: str, *, strict: bool = False, instructions: bool = True,
+                 module_level: bool = True) -> ir.Module:
+    """Run the checks; `instructions` are those of each instruction on its own (a part of a
+    module can be checked so), `module_level` those of the header and across computations."""
+    return _Checker(module, text, strict).run(instructions, module_level)
