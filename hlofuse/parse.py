@@ -443,7 +443,7 @@ def _raw_instruction(text: str, root, name: str, shape_text: str, opcode: str, o
             operand_text = _INDEX_COMMENT_RE.sub("", operand_text)
         if "[" not in operand_text and "(" not in operand_text and "{" not in operand_text and \
                 _names_regex().fullmatch(operand_text):
-            operands = [_strip_percent(p.strip()) for p in operand_text.split(",")]
+            operands = list(map(sys.intern, _BARE_NAME_RE.findall(operand_text)))
         else:
             operand_shapes = []
             pos = 0
@@ -467,6 +467,8 @@ def _raw_instruction(text: str, root, name: str, shape_text: str, opcode: str, o
 
 
 _WS = r"[ \t\f\r\n]"
+# The names of an operand list that _names_regex has matched, without their `%`.
+_BARE_NAME_RE = re.compile(r"%?([^\s,%]+)")
 
 
 @functools.lru_cache(maxsize=1)
@@ -506,8 +508,10 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
         if n:
             line += n
             line_start = rfind("\n", p, start) + 1
-        instrs.append(_raw_instruction(text, m.group(2), m.group(3), m.group(4), m.group(5), m.group(6),
-                                       m.start(7), m.end(7), line, start - line_start + 1))
+        root, name, shape, opcode, operands = m.group(2, 3, 4, 5, 6)
+        attrs_start, attrs_end = m.span(7)
+        instrs.append(_raw_instruction(text, root, name, shape, opcode, operands, attrs_start, attrs_end,
+                                       line, start - line_start + 1))
         p = m.end()
         n = count("\n", start, p)
         if n:
