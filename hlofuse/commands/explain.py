@@ -74,6 +74,9 @@ def explain_cmd(input, module_name, stage, backend, pipeline, gpu, relax, as_jso
     """
     _, ex = build_explanation(input, module_name, stage, backend, pipeline, gpu, relax)
     err = stderr_console()
+    if relax and ex.stage != "replayed":
+        err.print("[yellow]warning:[/] --relax only changes a module that is replayed (one before fusion, e.g. "
+                  "--stage before_fusion); this one is explained as XLA fused it")
     if csv_path:
         from ..render.csv import to_csv
 

@@ -46,8 +46,11 @@ def print_explanation(ex, console: Console, *, limit: int | None = None) -> None
     console.print(computations_table(ex))
     if ex.loops:
         console.print(loops_table(ex))
-    console.print(boundaries_table(ex, limit=limit))
-    console.print(rules_table(ex))
+    if ex.boundaries:
+        console.print(boundaries_table(ex, limit=limit))
+        console.print(rules_table(ex))
+    else:
+        console.print("No kernel boundaries: no value passes from one kernel to another.")
     hints = hints_by_text(ex)
     if hints:
         console.print("[bold]Hints[/]")
