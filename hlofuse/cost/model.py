@@ -33,9 +33,10 @@ from . import durations as dur
 from .analysis import GpuHloCostAnalysis, shape_size
 from .coalescing import coalescing_rate, is_read_coalesced
 from .durations import f32
-from .fusion_analysis import FusionAnalysis, LaunchDimensions, analyse, analyse_producer_consumer, \
+from .fusion_analysis import TRITON, FusionAnalysis, LaunchDimensions, analyse, analyse_producer_consumer, \
     launch_dimensions
 from .profiles import profile_for
+from .tiled import best_tiled, estimate_tiled, triton_tiling
 
 #: kKernelLaunchOverhead: 1 µs per kernel.
 KERNEL_LAUNCH_OVERHEAD = dur.from_microseconds(1.0)
@@ -170,6 +171,7 @@ class GpuPerformanceModel:
         self._runtime: dict[int, RunTime] = {}
         #: producer uid → consumer uid → fused time (GpuPerformanceModelCache's fusion map).
         self._fused: dict[int, dict[int, int | float]] = {}
+        self._triton: dict[tuple[int, int], tuple] = {}
 
     # -- analyses ------------------------------------------------------------------------
     def analysis(self, node: Node) -> FusionAnalysis:
@@ -198,6 +200,8 @@ class GpuPerformanceModel:
         self._analysis.pop(node.uid, None)
         for key in [k for k in self._pair_analysis if node.uid in k]:
             del self._pair_analysis[key]
+        for key in [k for k in self._triton if node.uid in k]:
+            del self._triton[key]
         self.cost.revisit(node)
 
     def cached_runtime(self, node: Node) -> RunTime | None:
@@ -224,11 +228,17 @@ class GpuPerformanceModel:
         return runtime
 
     def _estimate_instruction(self, node: Node) -> RunTime:
+        analysis = self.analysis(node)
+        if analysis.kind == TRITON and analysis.backend_kind == "__triton" and node.fused is not None:
+            # XLA costs generic Triton fusions by tiles (GpuPerformanceModelWithIndexingAnalysis)
+            tiling = triton_tiling(node)
+            if tiling is not None:
+                return estimate_tiled(self, node, tiling[0], tiling[1])
+            return best_tiled(self, node)[0]
         cost = self.cost
         device = self.device
         flops = cost.flop_count(node)
         written = cost.output_bytes_accessed(node)
-        analysis = self.analysis(node)
         launch = launch_dimensions(analysis)
         compute = compute_time(device, flops, launch.blocks, launch.threads_per_block)
         coalesced = is_read_coalesced(analysis.kind, node, None, self.config)
@@ -270,6 +280,9 @@ class GpuPerformanceModel:
             if op is producer or (op.opcode == "get-tuple-element" and op.operands and op.operands[0] is producer):
                 utilization = f32(utilization + cost.operand_utilization(consumer, i))
         analysis = self.pair_analysis(producer, consumer)
+        if analysis.kind == TRITON and analysis.backend_kind == "__triton":
+            # CanFuseTriton stores the best tiling's time as the pair's fused time
+            return self.triton_tiling(producer, consumer)[0]
         launch = launch_dimensions(analysis)
         flops = int(f32(f32(p_rt.flops * utilization) + c_rt.flops))
         compute = compute_time(device, flops, launch.blocks, launch.threads_per_block)
@@ -290,6 +303,15 @@ class GpuPerformanceModel:
             write += p_rt.write_time
         return RunTime(flops, read_bytes, written, read, write, compute, combine(compute, read + write),
                        launch, coalesced)
+
+    def triton_tiling(self, producer: Node, consumer: Node) -> tuple[RunTime, tuple[int, ...], int]:
+        """The best tiling found for a Triton producer+consumer fusion: (time, tile, warps)."""
+        key = (producer.uid, consumer.uid)
+        found = self._triton.get(key)
+        if found is None:
+            found = best_tiled(self, self.pair_analysis(producer, consumer).node)
+            self._triton[key] = found
+        return found
 
     # -- operand bytes of a fused pair (GpuPerformanceModelBase helpers) ------------------
     def operand_bytes(self, instr: Node, operand: Node) -> int:
