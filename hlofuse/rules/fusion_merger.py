@@ -164,6 +164,12 @@ def slower_if_fused(c: Candidate):
         ROOT u = f32[1024,1024] fusion(f), kind=kLoop, calls=broadcast_then_add
     Relaxing: a performance trade: the model predicts the merged kernels run slower.
     """
+    if _concatenate_with_users(c) is not None:
+        return None  # reported by FM-CONCAT-SLOWER-IF-FUSED
+    return _slower(c)
+
+
+def _slower(c: Candidate) -> dict | None:
     model = c.extra["model"]
     users = c.extra.get("users") or [c.consumer]
     times = model.estimate_run_times(c.producer, users)
@@ -171,6 +177,48 @@ def slower_if_fused(c: Candidate):
         return None
     return objection(producer=c.producer.name, n_users=len(users), fused_us=times.fused_us,
                      unfused_us=times.unfused_us)
+
+
+def _concatenate_with_users(c: Candidate):
+    """The concatenate a loop fusion with several users is built around (its hero), if any."""
+    from ..gpu.heroes import find_non_trivial_hero
+
+    p = c.producer
+    users = c.extra.get("users") or [c.consumer]
+    if p.fused is None or len(users) < 2:
+        return None
+    hero = find_non_trivial_hero(p.fused.root, gpu_config(c.ctx))
+    return hero if hero.opcode == "concatenate" else None
+
+
+@rule(id="FM-CONCAT-SLOWER-IF-FUSED", name="merger-concat-slower-if-fused", passes=_PASSES, pipelines=_PIPELINES,
+      tags={"concat", "cost-model", "duplication"}, relaxable=True, xla=_ref("will execute slower if fused"),
+      message="{producer} is a concatenate kernel ({concat}) read by {n_users} users; recomputing it in each is "
+              "modelled slower: {fused_us:.3f} us fused vs {unfused_us:.3f} us unfused")
+def concat_slower_if_fused(c: Candidate):
+    """A concatenate kernel with several users is not merged into them (cost model).
+
+    What it checks: the producer is a loop fusion whose hero is a concatenate, it has several
+    users, and XLA's performance model says recomputing it in every user is slower (the same
+    test as merger-slower-if-fused, named apart for concatenates; XLA's concatenate costs 400
+    flops per element when it joins along a minor dimension not aligned to 32).
+    Why XLA does this: merging duplicates the concatenate's work and reads in each user.  This
+    is the situation of the paper's cart-pole simulator (Snider & Liang): the packed state,
+    a concatenate, read by the done test and by the reset, stays a kernel of its own.
+    Example:
+        s = f32[2048,4] fusion(x, xd, t, td), kind=kLoop, calls=concatenate_state
+        r = pred[2048] fusion(s), kind=kInput, calls=any_over_limits
+        ROOT n = f32[2048,4] fusion(r, reset, s), kind=kLoop, calls=select
+    Relaxing: a performance trade (in the spirit of the paper's change to XLA): the
+    concatenate is recomputed inside each user instead of being written to memory once.
+    """
+    concat = _concatenate_with_users(c)
+    if concat is None:
+        return None
+    found = _slower(c)
+    if found is None:
+        return None
+    return objection(concat=concat.name, **found)
 
 
 def per_user_rules() -> tuple[str, ...]:
@@ -186,5 +234,5 @@ def stages() -> tuple[tuple[tuple[str, ...], bool], ...]:
         (("FM-UNCOALESCED-READ",), False),
         (BUDGET_RULES, True),
         (("FM-HUGE-IR",), True),
-        (("FM-SLOWER-IF-FUSED",), False),
+        (("FM-CONCAT-SLOWER-IF-FUSED", "FM-SLOWER-IF-FUSED"), False),
     )

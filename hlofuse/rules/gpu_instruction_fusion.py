@@ -163,7 +163,7 @@ def _concat_users(c: Candidate) -> tuple[bool, list[str]]:
 
 
 @rule(id="IF-GPU-CONCAT-NOT-DUPLICATED", name="concat-not-duplicated", passes=_PASSES, pipelines=_PIPELINES,
-      tags={"concat", "duplication"}, relaxable=True,
+      tags={"duplication"}, relaxable=True,
       xla=XlaRef("xla/service/instruction_fusion.cc", "InstructionFusion::ShouldFuse",
                  "fusion pass cannot duplicate", _P),
       message="{producer} is a concatenate with {users} users ({others} besides {consumer}); this fusion pass "
@@ -180,8 +180,11 @@ def concat_not_duplicated(c: Candidate):
         c = f32[2048,4] concatenate(x, xd, t, td), dimensions={1}
         a = f32[2048,4] abs(c)
         ROOT s = f32[2048,4] select(done, reset, c)
-    Relaxing: a performance trade (the paper's change to XLA): the concatenate is computed in
-    every kernel that reads it instead of being written to memory once.
+    Relaxing: a performance trade: the concatenate is computed in every kernel that reads it.
+    `--relax concat` does not lift this rule: the paper changed the duplicating pass
+    (concat-code-duplication) and the merge of a concatenate kernel into its users
+    (merger-concat-slower-if-fused); relaxing this first-pass refusal too splits the shared
+    dynamics into more kernels.  Relax it by id to explore that.
     """
     run = c.extra["run"]
     if run.may_duplicate or c.producer.opcode != "concatenate":
