@@ -131,18 +131,18 @@ def library_call(lowered, kernel, handles, target_module=np):
     instr = kernel.instr
     evaluator = Evaluator(lowered.module)
     n_in = kernel.n_inputs
-    in_shapes = [lowered.buffers[a].shape for a in kernel.args[:n_in]]
-    out_shapes = [lowered.buffers[a].shape for a in kernel.args[n_in:]]
+    shapes = kernel.shapes or [lowered.buffers[a].shape for a in kernel.args]
+    in_shapes, out_shapes = shapes[:n_in], shapes[n_in:]
     ins, outs = handles[:n_in], handles[n_in:]
     handler = HANDLERS[instr.opcode]
 
     def call():
-        ops = [numeric.from_physical(h, s) for h, s in zip(ins, in_shapes)]
+        ops = [numeric.from_physical(h[: s.elements], s) for h, s in zip(ins, in_shapes)]
         with np.errstate(all="ignore"):
             result = handler(evaluator, instr, ops)
         leaves = _leaves(result)
         for h, s, value in zip(outs, out_shapes, leaves):
-            h[:] = numeric.to_physical(np.asarray(value), s)
+            h[: s.elements] = numeric.to_physical(np.asarray(value), s)
 
     return call
 

@@ -123,6 +123,9 @@ class Emitter:
         self.counter = itertools.count()
         self.args: list[Arg] = []
         self.functions: dict[str, str] = {}  # standalone helper functions (reducers)
+        self.frames: dict[tuple, Frame] = {}  # nested fusions' frames
+        #: (frame, reduce) → called with each input index inside that reduce's loop
+        self.side_outputs: dict[tuple, Callable[[list[Idx]], None]] = {}
 
     # -- text -----------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -667,6 +670,9 @@ def _reduce(em, frame, instr, index):
         operand_index[d] = Idx.of(v)
     with _loops(em, [(loop_vars[d], src.dims[d]) for d in order]):
         elems = [em.one(frame, v, operand_index) for v in values]
+        hook = em.side_outputs.get((frame.uid, instr.name))
+        if hook is not None:  # a reduction kernel's other outputs, written as the input is read
+            hook(operand_index)
         new = em.apply(instr.called[0], [[a] for a in accs] + [[e] for e in elems])
         tmp = [em.let(s.element_type, v) for s, v in zip(instr.shape.leaves(), new)]
         for a, t in zip(accs, tmp):
@@ -793,6 +799,10 @@ def _gte(em, frame, instr, index):
         return em.value(frame, source.operands[k], index)
     if source.opcode == "parameter" and frame.bind_element is not None:
         return frame.bind_element(source.parameter_number, k, index)
+    if source.opcode in ("fusion", "call"):
+        inner = _inner_frame(em, frame, source)
+        if inner.comp.root.opcode == "tuple":  # a multi-output fusion: outputs differ in shape
+            return em.value(inner, inner.comp.root.operands[k], index)
     start, count = leaf_offset(source.shape, k)
     return em.value(frame, source.name, index)[start:start + count]
 
@@ -808,6 +818,15 @@ def _tuple(em, frame, instr, index):
 @emits("fusion", "call")
 def _fusion(em, frame, instr, index):
     """A nested fusion (or call) inlined: its parameters are this frame's operands."""
+    inner = _inner_frame(em, frame, instr)
+    return em.value(inner, inner.comp.root_name, index)
+
+
+def _inner_frame(em: Emitter, frame: Frame, instr: ir.Instruction) -> Frame:
+    """The frame of a nested fusion's computation (one per fusion, so its outputs share values)."""
+    key = (frame.uid, instr.name)
+    if key in em.frames:
+        return em.frames[key]
     comp = em.module[(instr.attr("calls") or instr.called[0]).lstrip("%")]
     operands = instr.operands
     shapes = {p.parameter_number: p.shape for p in comp.parameters}
@@ -815,8 +834,8 @@ def _fusion(em, frame, instr, index):
     def bind(number: int, idx: list[Idx]) -> list[str]:
         return em.value(frame, operands[number], idx if shapes[number].dims else [])
 
-    inner = Frame(comp, bind)
-    return em.value(inner, comp.root_name, index)
+    em.frames[key] = Frame(comp, bind)
+    return em.frames[key]
 
 
 @emits("custom-call")
@@ -947,6 +966,10 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
     if hero is not None and len(leaves) == 1:
         groups.append(_by_concatenate_operand(em, frame, hero, leaves[0][2], out_args[0]))
         return body
+    hero = reduction_hero(comp, leaves)
+    if hero is not None:
+        groups.append(_reduction_with_side_outputs(em, frame, hero, leaves, out_args))
+        return body
     by_dims: dict[tuple[int, ...], list[int]] = {}
     for k, (_, _, shape) in enumerate(leaves):
         by_dims.setdefault(shape.dims, []).append(k)
@@ -966,6 +989,46 @@ def _elements(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int)
         value = em.value(frame, name, index)[leaf]
         em.line(f"{arg}[{linear(index, out_shape.dims, out_shape.minor_to_major).c()}] = {value};")
     return Group(dims, tuple(reversed(shape.minor_to_major)), names, em.lines)
+
+
+def reduction_hero(comp: ir.Computation, leaves) -> ir.Instruction | None:
+    """A multi-output reduction fusion (XLA's reduction emitter with extra outputs): one
+    output is a reduce, every other output has the shape of the reduce's input."""
+    if comp.root.opcode != "tuple" or len(leaves) < 2:
+        return None
+    reduces = [comp[name] for name, _, _ in leaves if comp[name].opcode == "reduce"]
+    names = {r.name for r in reduces}
+    if len(names) != 1:
+        return None
+    hero = reduces[0]
+    dims = comp[hero.operands[0]].shape.dims
+    if all(name == hero.name or shape.dims == dims for name, _, shape in leaves):
+        return hero
+    return None
+
+
+def _reduction_with_side_outputs(em: Emitter, frame: Frame, hero: ir.Instruction, leaves, out_args) -> Group:
+    """One loop nest over the reduce's output; inside the reduction loop each input element
+    is computed once and the other outputs are stored at its index."""
+    _start_group(em)
+    dims = hero.shape.leaves().__next__().dims
+    names = _index_vars(em, 0, dims)
+    index = [Idx.of(v) for v in names]
+    side = [(leaf, arg) for leaf, arg in zip(leaves, out_args) if leaf[0] != hero.name]
+    mine = [(leaf, arg) for leaf, arg in zip(leaves, out_args) if leaf[0] == hero.name]
+
+    def store(full_index: list[Idx]) -> None:
+        for (name, k, shape), arg in side:
+            value = em.value(frame, name, full_index)[k]
+            em.line(f"{arg}[{linear(full_index, shape.dims, shape.minor_to_major).c()}] = {value};")
+
+    em.side_outputs[(frame.uid, hero.name)] = store
+    values = em.value(frame, hero.name, index)
+    del em.side_outputs[(frame.uid, hero.name)]
+    for (name, k, shape), arg in mine:
+        em.line(f"{arg}[{linear(index, shape.dims, shape.minor_to_major).c()}] = {values[k]};")
+    order = tuple(reversed(next(iter(hero.shape.leaves())).minor_to_major))
+    return Group(dims, order, names, em.lines)
 
 
 def concatenate_hero(comp: ir.Computation) -> ir.Instruction | None:

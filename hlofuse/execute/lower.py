@@ -70,6 +70,8 @@ class Kernel:
     body: emit.KernelBody | None = None
     instr: ir.Instruction | None = None
     n_inputs: int = 0
+    #: library calls: the shape of each argument as the instruction sees it
+    shapes: list = field(default_factory=list)
 
     @property
     def generated(self) -> bool:
@@ -365,8 +367,11 @@ class Lowerer:
                 flat_in += self._leaves(t)
             flat_out = self._leaves(outputs)
             nbytes = sum(self.buffers[b].nbytes for b in set(flat_in) | set(flat_out))
+            # the shapes the instruction sees (a bitcast's view, not its buffer's first shape)
+            shapes = [leaf for o in instr.operands for leaf in scope.comp[o].shape.leaves() if leaf.is_array]
+            shapes += [leaf for leaf in instr.shape.leaves() if leaf.is_array]
             self.kernels.append(Kernel(self.symbol(instr.name), label, kind, scope.comp.name, flat_in + flat_out,
-                                       nbytes, instr=instr, n_inputs=len(flat_in)))
+                                       nbytes, instr=instr, n_inputs=len(flat_in), shapes=shapes))
             steps.append(Launch(len(self.kernels) - 1))
             return outputs
         comp = _kernel_computation(self.module, scope.comp, instr)

@@ -91,9 +91,10 @@ class Runner:
     def outputs(self) -> list[np.ndarray]:
         """The entry's result leaves as logical arrays."""
         out = []
-        for b in self.lowered.leaves(self.lowered.output):
-            shape = self.lowered.buffers[b].shape
-            out.append(numeric.from_physical(self.device.download(self.handles[b]), shape))
+        shapes = [s for s in self.lowered.module.entry.root.shape.leaves() if s.is_array]
+        for b, shape in zip(self.lowered.leaves(self.lowered.output), shapes):
+            flat = self.device.download(self.handles[b])[: shape.elements]
+            out.append(numeric.from_physical(flat, shape))
         return out
 
     # -- running --------------------------------------------------------------------------

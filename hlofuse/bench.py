@@ -1,0 +1,402 @@
+"""`hlofuse bench`: run fusion plans as real kernels, check them against the reference
+evaluator, and time them.
+
+A plan is a module to run:
+  unfused      every op its own kernel: XLA's module right before fusion (a dump's snapshot),
+               or, without one, XLA's fused module with every fusion inlined;
+  xla          the fused module XLA made (after_optimizations, or the after-fusion snapshot),
+               or the replay of the module before fusion when the dump has neither;
+  relax:RULE   the replay with a rule relaxed (`hlofuse fuse --relax RULE`);
+  loop         `xla`, with each while loop whose body is elementwise per batch element run as
+               one kernel with the loop inside (execute/loop.py) — the plan XLA cannot make.
+Every plan runs on the same inputs (execute/inputs.py, or the user's), its outputs are
+compared with the reference evaluator's on the `unfused` module, and its runs are
+interleaved with the other plans' so that a machine's changing load hits all plans alike.
+
+    plans = make_plans(load_source("dump/"), ["unfused", "xla", "loop"])
+    results = run_plans(plans, device=choose_device("cpu"), repeat=5)
+    to_frame(results)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import ir
+from .errors import BackendUnavailable, ExecutionError, HlofuseError, InputError
+
+DEFAULT_PLANS = ("unfused", "xla")
+
+#: GPU descriptions by the compute capability XLA writes into dump file names.
+_GPU_BY_SM = {"sm_6.0": "p100", "sm_7.0": "v100", "sm_7.5": "rtx2080ti", "sm_8.0": "a100_sxm_80",
+              "sm_8.6": "a6000", "sm_9.0": "h100_sxm", "sm_9.0a": "h100_sxm"}
+
+
+# ------------------------------------------------------------------------------------------
+# Where plans come from
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Source:
+    """What an input offers: the module before fusion and XLA's fused module (either may be
+    missing), the backend and pipeline that made them, and notes on what was chosen."""
+
+    name: str
+    before: ir.Module | None
+    after: ir.Module | None
+    backend: str
+    pipeline: str
+    gpu: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _parse(path: Path) -> ir.Module:
+    from .parse import parse_text
+
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        return parse_text(fh.read(), str(path))
+
+
+def _has_fusions(module: ir.Module) -> bool:
+    return any(i.opcode == "fusion" for _, i in module.instructions())
+
+
+def load_source(path: str, module_name: str | None = None, stage: str | None = None) -> Source:
+    """Read a dump folder (the before-fusion snapshot and the after_optimizations module) or
+    one HLO file (fused or not, as its fusions say)."""
+    from . import dumpdir
+    from .backend import detect_backend
+
+    p = Path(path)
+    notes: list[str] = []
+    gpu = None
+    if p.is_dir() and stage is None:
+        files = dumpdir.choose_module(dumpdir.scan(p), module_name, path)
+        detection = detect_backend(p)
+        before_file = dumpdir.fusion_snapshot(files, "before_fusion", detection.pipeline)
+        after_file = next((f for f in files if f.stage == "after_optimizations"), None) \
+            or dumpdir.fusion_snapshot(files, "after_fusion", detection.pipeline)
+        before = _parse(before_file.path) if before_file else None
+        after = _parse(after_file.path) if after_file else None
+        if before_file:
+            notes.append(f"unfused: {before_file.path.name}")
+        if after_file:
+            notes.append(f"xla: {after_file.path.name}")
+            device = after_file.device or ""
+            gpu = _GPU_BY_SM.get(device.replace("_gpu", ""))
+        name = files[0].key
+        if before is None and after is None:
+            raise InputError(f"{path}: no module before or after fusion in this dump")
+        detection = detect_backend(p, after or before)
+    else:
+        from .dumpdir import read_input
+        from .parse import parse_text
+
+        text, name = read_input(path, module=module_name, stage=stage)
+        module = parse_text(text, name)
+        detection = detect_backend(path if not p.is_dir() else None, module)
+        if _has_fusions(module):
+            before, after = None, module
+        else:
+            before, after = module, None
+    return Source(name, before, after, detection.backend, detection.pipeline, gpu, notes)
+
+
+def unfuse(module: ir.Module) -> ir.Module:
+    """The module with every fusion replaced by the instructions of its computation (named
+    `<fusion>.<instruction>`, the fusion's root keeping the fusion's name): every op its own
+    kernel, computing exactly what the fused module computes."""
+    fusion_bodies = module.fusion_computations
+    comps = []
+    for comp in module.computations:
+        if comp.name in fusion_bodies:
+            comps.append(comp)
+            continue
+        instrs: list[ir.Instruction] = []
+        for instr in comp.instructions:
+            instrs += _inline(module, instr) if instr.opcode == "fusion" else [instr]
+        comps.append(ir.Computation(comp.name, tuple(instrs), comp.root_name, comp.is_entry, comp.attrs))
+    return ir.Module(module.name, tuple(comps), module.entry_name, module.attrs, module.stack_frames,
+                     form=module.form)
+
+
+def _inline(module: ir.Module, fusion: ir.Instruction) -> list[ir.Instruction]:
+    body = module[fusion.fused_computation.lstrip("%")]
+    if fusion.fusion_kind == "kCustom":  # a library call stays one
+        return [fusion]
+    rename: dict[str, str] = {}
+    out: list[ir.Instruction] = []
+    for instr in body.post_order:
+        if instr.opcode == "parameter":
+            rename[instr.name] = fusion.operands[instr.parameter_number]
+            continue
+        new_name = fusion.name if instr.name == body.root_name else f"{fusion.name}.{instr.name}"
+        rename[instr.name] = new_name
+        copy = instr.replace(name=new_name, operands=tuple(rename[o] for o in instr.operands))
+        out += _inline(module, copy) if copy.opcode == "fusion" else [copy]
+    if body.root.opcode == "parameter":  # a fusion that only forwards its operand
+        out.append(ir.Instruction(fusion.name, "copy", fusion.shape, (rename[body.root_name],)))
+    return out
+
+
+@dataclass
+class Plan:
+    name: str
+    module: ir.Module | None = None
+    loop: bool = False
+    origin: str = ""
+    error: str | None = None
+
+
+def make_plans(source: Source, names: Sequence[str], gpu: str | None = None,
+               progress: Callable[[str], None] | None = None) -> list[Plan]:
+    """The plans named (`unfused`, `xla`, `relax:RULE`, `loop`), each with its module or the
+    reason it has none."""
+    plans = []
+    for name in names:
+        try:
+            plans.append(_make_plan(source, name, gpu or source.gpu, progress))
+        except HlofuseError as err:
+            plans.append(Plan(name, error=str(err)))
+    return plans
+
+
+def _replay(source: Source, relax: tuple[str, ...], gpu: str | None):
+    from .pipeline import Options, replay
+
+    if source.before is None:
+        raise InputError("replaying needs the module before fusion; dump with --xla_dump_hlo_pass_re "
+                         "to keep XLA's snapshot before its fusion passes")
+    try:
+        options = Options(backend=source.backend, pipeline=source.pipeline, relax=relax,
+                          gpu=gpu if source.backend == "gpu" else None)
+        return replay(source.before, options).module
+    except InputError as err:
+        if "no fusion pipeline" in str(err):
+            raise InputError(f"the {source.pipeline} fusion pipeline is not available yet: {err}") from None
+        raise
+
+
+def _make_plan(source: Source, name: str, gpu: str | None, progress) -> Plan:
+    if name == "unfused":
+        if source.before is not None:
+            return Plan(name, source.before, origin="XLA's module before fusion")
+        return Plan(name, unfuse(source.after), origin="XLA's fused module with every fusion inlined")
+    if name in ("xla", "loop"):
+        if source.after is not None:
+            module, origin = source.after, "XLA's fused module"
+        else:
+            if progress:
+                progress(f"replaying the {source.pipeline} pipeline")
+            module, origin = _replay(source, (), gpu), f"the {source.pipeline} replay"
+        if name == "loop":
+            return Plan(name, module, loop=True, origin=origin + ", while loops as one kernel")
+        return Plan(name, module, origin=origin)
+    if name.startswith("relax:"):
+        rules = tuple(r for r in name[len("relax:"):].split(",") if r)
+        if not rules:
+            raise InputError("relax: needs a rule, e.g. relax:concat")
+        if progress:
+            progress(f"replaying the {source.pipeline} pipeline with {', '.join(rules)} relaxed")
+        return Plan(name, _replay(source, rules, gpu), origin=f"the {source.pipeline} replay, {', '.join(rules)} relaxed")
+    raise InputError(f"unknown plan {name!r}; plans: unfused, xla, relax:RULE, loop")
+
+
+# ------------------------------------------------------------------------------------------
+# Devices
+# ------------------------------------------------------------------------------------------
+
+
+def choose_device(name: str = "auto"):
+    """`cpu`, `cuda` (BackendUnavailable without CuPy and a GPU), or `auto`: CUDA when there."""
+    from .execute.cpu import CpuDevice
+
+    if name == "cpu":
+        return CpuDevice()
+    from .execute import cuda
+
+    if name == "cuda":
+        return cuda.CudaDevice()
+    if name == "auto":
+        return cuda.CudaDevice() if cuda.available() else CpuDevice()
+    raise InputError(f"unknown device {name!r}; choose auto, cuda or cpu")
+
+
+# ------------------------------------------------------------------------------------------
+# Running
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PlanResult:
+    name: str
+    kernels: int | None = None
+    launches: int | None = None
+    bytes: int | None = None
+    median_s: float | None = None
+    speedup: float | None = None
+    max_rel_error: float | None = None
+    ok: bool = False
+    error: str | None = None
+    origin: str = ""
+    notes: list[str] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "kernels": self.kernels, "launches": self.launches, "bytes": self.bytes,
+                "median_s": self.median_s, "speedup": self.speedup,
+                "max_rel_error": _finite(self.max_rel_error), "ok": self.ok, "error": self.error,
+                "origin": self.origin, "notes": list(self.notes)}
+
+
+def _finite(x):
+    if x is None:
+        return None
+    return x if np.isfinite(x) else str(x)
+
+
+def signature(module: ir.Module) -> list[tuple[tuple[int, ...], str]]:
+    out = []
+    for p in module.entry.parameters:
+        if p.shape.is_tuple:
+            raise ExecutionError(f"entry parameter {p.name} is a tuple; give inputs with --inputs")
+        out.append((p.shape.dims, p.shape.element_type))
+    return out
+
+
+def _leaves(value) -> list:
+    if isinstance(value, tuple):
+        out = []
+        for v in value:
+            out += _leaves(v)
+        return out
+    return [] if value is None else [np.asarray(value)]
+
+
+class Progress:
+    """What run_plans reports while it works (the CLI draws a progress bar from it)."""
+
+    def stage(self, text: str, total: int | None = None) -> None: ...
+    def advance(self) -> None: ...
+
+
+def run_plans(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = None, seed: int = 0,
+              repeat: int = 5, warmup: int = 1, progress: Progress | None = None) -> list[PlanResult]:
+    """Compile, check and time every plan; the reference is the evaluator on `unfused` (or the
+    first plan that has a module)."""
+    from .execute.inputs import random_inputs, relative_error, tolerance
+    from .execute.interp import evaluate
+    from .execute.lower import lower
+    from .execute.runtime import Runner, median
+
+    progress = progress or Progress()
+    results = {p.name: PlanResult(p.name, error=p.error, origin=p.origin) for p in plans}
+    usable = [p for p in plans if p.module is not None]
+    if not usable:
+        return list(results.values())
+    reference_plan = next((p for p in usable if p.name == "unfused"), usable[0])
+    sig = signature(reference_plan.module)
+    if inputs is None:
+        inputs = random_inputs(sig, seed)
+    elif len(inputs) != len(sig):
+        raise InputError(f"the module takes {len(sig)} inputs, {len(inputs)} were given")
+    progress.stage(f"reference: evaluating {reference_plan.name} with NumPy")
+    reference = _leaves(evaluate(reference_plan.module, list(inputs)))
+    runners = {}
+    progress.stage("compiling", total=len(usable))
+    for plan in usable:
+        result = results[plan.name]
+        try:
+            if signature(plan.module) != sig:
+                raise ExecutionError(f"its inputs differ from the reference's ({plan.module.name})")
+            lowered = lower(plan.module, loop_kernels=plan.loop)
+            result.notes += lowered.notes
+            if plan.loop and not any(k.kind == "loop" for k in lowered.kernels):
+                raise ExecutionError("no while loop here runs as one kernel: " + "; ".join(lowered.notes)
+                                     if lowered.notes else "the module has no while loop")
+            runner = Runner(lowered, device)
+            runner.set_inputs(inputs)
+            counts = runner.count()
+            outputs = runner.outputs()
+            if len(outputs) != len(reference):
+                raise ExecutionError(f"{len(outputs)} outputs, the reference has {len(reference)}")
+            errors = [relative_error(o, r) for o, r in zip(outputs, reference)]
+            result.max_rel_error = max(errors, default=0.0)
+            result.ok = all(e <= tolerance(_etype(r)) for e, r in zip(errors, reference))
+            result.kernels = len(lowered.kernels)
+            result.launches = counts.launches
+            result.bytes = counts.bytes
+            runners[plan.name] = runner
+        except HlofuseError as err:
+            result.error = str(err)
+            result.ok = False
+        progress.advance()
+    progress.stage("timing", total=repeat * len(runners))
+    for runner in runners.values():
+        for _ in range(warmup):
+            device.measure(runner.run)
+    for _ in range(repeat):  # interleaved: plan A, plan B, ..., then again
+        for name, runner in runners.items():
+            results[name].times.append(device.measure(runner.run))
+            progress.advance()
+    for name in runners:
+        results[name].median_s = median(results[name].times)
+    base = results.get("unfused")
+    for r in results.values():
+        if base is not None and base.median_s and r.median_s:
+            r.speedup = base.median_s / r.median_s
+    return [results[p.name] for p in plans]
+
+
+def _etype(array: np.ndarray) -> str:
+    kind, size = array.dtype.kind, array.dtype.itemsize
+    if kind == "f":
+        return {2: "f16", 4: "f32", 8: "f64"}[size]
+    if kind == "c":
+        return "c64" if size == 8 else "c128"
+    return "s32"
+
+
+def to_frame(results: list[PlanResult]):
+    import pandas as pd
+
+    rows = [{k: v for k, v in r.to_dict().items() if k not in ("notes",)} for r in results]
+    return pd.DataFrame(rows, columns=["name", "kernels", "launches", "bytes", "median_s", "speedup",
+                                       "max_rel_error", "ok", "error", "origin"])
+
+
+def to_json(device_name: str, results: list[PlanResult], source: Source | None = None) -> dict:
+    payload = {"device": device_name, "plans": [r.to_dict() for r in results]}
+    if source is not None:
+        payload["module"] = source.name
+        payload["backend"] = source.backend
+        payload["pipeline"] = source.pipeline
+    return payload
+
+
+def read_inputs(path: str, module: ir.Module) -> list[np.ndarray]:
+    """Inputs from a .npz file: arrays named like the entry parameters, or arr_0, arr_1, ..."""
+    try:
+        data = np.load(path)
+    except OSError as err:
+        raise InputError(f"{path}: {err}") from None
+    params = module.entry.parameters
+    out = []
+    for i, p in enumerate(params):
+        for key in (p.name, p.name.split(".")[0], f"arr_{i}"):
+            if key in data:
+                out.append(data[key])
+                break
+        else:
+            raise InputError(f"{path}: no array for parameter {i} ({p.name}); name them after the "
+                             f"parameters or arr_0, arr_1, ...")
+    return out
+
+
+__all__ = ["BackendUnavailable", "Plan", "PlanResult", "Source", "choose_device", "load_source", "make_plans",
+           "run_plans", "to_frame", "to_json", "unfuse"]

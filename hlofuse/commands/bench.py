@@ -1,0 +1,125 @@
+"""`hlofuse bench`: run fusion plans as real kernels, checked against the reference
+evaluator and timed (hlofuse/bench.py does the work; this module parses options and prints)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..cli import guarded, main, stderr_console, stdout_console, write_atomically
+
+
+class _Bar:
+    """bench.Progress drawn with rich on stderr (nothing when stderr is not a terminal)."""
+
+    def __init__(self, console):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=console, transient=True)
+        self.task = None
+
+    def __enter__(self):
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def stage(self, text, total=None):
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        self.task = self.progress.add_task(text, total=total)
+
+    def advance(self):
+        if self.task is not None:
+            self.progress.advance(self.task)
+
+
+@main.command("bench")
+@click.argument("input", metavar="INPUT")
+@click.option("--module", "module_name", metavar="NAME", help="Module of a dump folder (default: the largest).")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
+              help="cuda: CuPy on a GPU; cpu: the same kernels compiled by the C compiler; auto: cuda if there.")
+@click.option("--plan", "plans", multiple=True, metavar="PLAN",
+              help="unfused, xla, relax:RULE (the replay with RULE relaxed), loop (while loops as one "
+                   "kernel); repeatable (default: unfused and xla).")
+@click.option("--gpu", metavar="NAME|FILE", help="GPU description for relax: replays (default: from the dump).")
+@click.option("--repeat", default=5, show_default=True, type=click.IntRange(1), help="Timed runs per plan.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
+@click.option("--inputs", "inputs_file", metavar="FILE.npz",
+              help="Inputs instead of random ones: arrays named after the entry parameters, or arr_0, arr_1...")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: {device, plans: [...]}.")
+@click.option("--csv", "csv_file", metavar="FILE", help="Also write the table as CSV.")
+@guarded()
+def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file, as_json, csv_file):
+    """Run fusion plans of a dump as real kernels, check them against the NumPy reference on
+    the same random inputs, and time them: kernels, launches, bytes moved, median time,
+    speedup over `unfused`, largest relative error.
+
+    \b
+    Examples:
+      hlofuse bench sample_dumps/gpu-legacy-rtx2080ti/cartpole_b_concat_vecdone --device cpu
+      hlofuse bench dump/ --plan unfused --plan xla --plan relax:concat --plan loop --json
+    """
+    from .. import bench
+
+    err = stderr_console()
+    dev = bench.choose_device(device)
+    source = bench.load_source(input, module_name)
+    names = list(plans) or list(bench.DEFAULT_PLANS)
+    describe = dev.describe() if hasattr(dev, "describe") else dev.name
+    if not as_json:
+        err.print(f"[dim]{source.name}: {source.backend} ({source.pipeline}); device {describe}[/]")
+        for note in source.notes:
+            err.print(f"[dim]{note}[/]")
+    with _Bar(err) as bar:
+        plan_list = bench.make_plans(source, names, gpu, progress=lambda text: bar.stage(text))
+        inputs = None
+        if inputs_file:
+            reference = next((p.module for p in plan_list if p.module is not None), None)
+            if reference is not None:
+                inputs = bench.read_inputs(inputs_file, reference)
+        results = bench.run_plans(plan_list, dev, inputs=inputs, seed=seed, repeat=repeat, progress=bar)
+    frame = bench.to_frame(results)
+    if csv_file:
+        write_atomically(csv_file, frame.to_csv(index=False))
+    if as_json:
+        click.echo(json.dumps(bench.to_json(describe, results, source), indent=2))
+    else:
+        _table(stdout_console(), results, describe)
+        for r in results:
+            for note in r.notes:
+                err.print(f"[dim]{r.name}: {note}[/]")
+    if any(not r.ok for r in results):
+        raise SystemExit(1)
+
+
+def _table(out, results, device: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"plans on {device}", title_justify="left")
+    for name, justify in (("plan", "left"), ("kernels", "right"), ("launches", "right"), ("MB moved", "right"),
+                          ("median", "right"), ("speedup", "right"), ("max rel. error", "right"), ("ok", "left")):
+        table.add_column(name, justify=justify)
+    for r in results:
+        if r.error and r.kernels is None:
+            table.add_row(r.name, "", "", "", "", "", "", f"[red]{r.error}[/]")
+            continue
+        table.add_row(
+            r.name, str(r.kernels), str(r.launches), f"{r.bytes / 1e6:.2f}",
+            _seconds(r.median_s), f"{r.speedup:.2f}x" if r.speedup else "",
+            f"{r.max_rel_error:.2g}" if r.max_rel_error is not None else "",
+            "[green]yes[/]" if r.ok else f"[red]no[/] {r.error or ''}")
+    out.print(table)
+
+
+def _seconds(s) -> str:
+    if s is None:
+        return ""
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} µs"
+    if s < 1:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.2f} s"

@@ -1,0 +1,268 @@
+"""The CUDA target: the same kernel bodies as the CPU's, one thread per element, compiled
+with NVRTC through CuPy (RawModule) and launched from the same host steps; library calls go
+to CuPy (cuBLAS for dots), timing uses CUDA events around each run.
+
+CuPy is optional (`pip install 'hlofuse[gpu]'`): this module imports it only when a device
+is created, and `render` / `compile_ptx` work without it (nvcc alone), which is how the
+tests check that every generated kernel compiles on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from ..errors import BackendUnavailable, ExecutionError
+from .emit import KernelBody, ctype
+from .prelude import prelude
+
+BLOCK = 256
+NVRTC_OPTIONS = ("--std=c++14", "-fmad=false")
+
+
+def kernel_names(body: KernelBody) -> list[str]:
+    """One __global__ function per phase (a scatter's copy, then its updates)."""
+    return [body.name] if body.phases == 1 else [f"{body.name}_p{p}" for p in range(body.phases)]
+
+
+def render(bodies: list[KernelBody]) -> str:
+    parts = [prelude("cuda")]
+    for body in bodies:
+        parts += body.functions
+        parts.append(render_kernel(body))
+    return "\n".join(parts) + "\n"
+
+
+def render_kernel(body: KernelBody) -> str:
+    restrict = " __restrict__" if body.distinct_args else ""
+    params = []
+    for arg in body.args:
+        t = ctype(arg.element_type)
+        params.append(f"{t}*{restrict} {arg.name}" if arg.output else f"const {t}*{restrict} {arg.name}")
+    out = []
+    for phase, name in enumerate(kernel_names(body)):
+        lines = [f"/* {body.label} */", f'extern "C" __global__ void {name}({", ".join(params)}) {{',
+                 "  const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;"]
+        for group in body.groups:
+            if group.phase != phase:
+                continue
+            lines.append(f"  if (t < {group.elements}) {{")
+            stride = 1
+            strides = {}
+            for d in reversed(group.order):  # minor to major
+                strides[d] = stride
+                stride *= group.dims[d]
+            for d in group.order:
+                size = group.dims[d]
+                expr = f"(t / {strides[d]})" if strides[d] > 1 else "t"
+                if d != group.order[0]:
+                    expr = f"{expr} % {size}"
+                lines.append(f"    const i64 {group.vars[d]} = {expr if size > 1 else '0'};")
+            lines += ["    " + line for line in group.body] + ["  }"]
+        lines.append("}")
+        out.append("\n".join(lines))
+    return "\n".join(out)
+
+
+def grid(body: KernelBody, phase: int) -> int:
+    n = max((g.elements for g in body.groups if g.phase == phase), default=1)
+    return max(1, (n + BLOCK - 1) // BLOCK)
+
+
+def nvcc() -> str | None:
+    return shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
+
+
+def compile_ptx(source: str, arch: str = "sm_75") -> str:
+    """Compile a kernel file to PTX with nvcc (no GPU needed); ExecutionError with nvcc's
+    messages when it does not compile."""
+    tool = nvcc()
+    if tool is None:
+        raise BackendUnavailable("nvcc is not installed")
+    with tempfile.TemporaryDirectory(prefix="hlofuse-ptx-") as folder:
+        src = os.path.join(folder, "kernels.cu")
+        ptx = os.path.join(folder, "kernels.ptx")
+        with open(src, "w") as fh:
+            fh.write(source)
+        proc = subprocess.run([tool, "--ptx", f"-arch={arch}", "-fmad=false", "-o", ptx, src],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ExecutionError(f"nvcc rejected the generated kernels:\n{proc.stderr[-3000:]}")
+        with open(ptx) as fh:
+            return fh.read()
+
+
+def available() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver, no device
+        return False
+
+
+class CudaDevice:
+    """Buffers are CuPy arrays (elements in physical order); kernels come from one RawModule."""
+
+    name = "cuda"
+
+    def __init__(self):
+        try:
+            import cupy
+        except ImportError:
+            raise BackendUnavailable("CuPy is not installed (pip install 'hlofuse[gpu]'); "
+                                     "run on the CPU with --device cpu") from None
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as err:
+            raise BackendUnavailable(f"no CUDA device ({err}); run on the CPU with --device cpu") from None
+        if count == 0:
+            raise BackendUnavailable("no CUDA device; run on the CPU with --device cpu")
+        self.cp = cupy
+
+    def describe(self) -> str:
+        props = self.cp.cuda.runtime.getDeviceProperties(self.cp.cuda.Device().id)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        return f"cuda ({name})"
+
+    def free_memory(self) -> int:
+        free, _ = self.cp.cuda.runtime.memGetInfo()
+        return int(free)
+
+    def allocate(self, shape):
+        from .numeric import np_dtype
+
+        return self.cp.zeros(max(shape.elements, 1), np_dtype(shape.element_type))
+
+    def upload(self, handle, flat: np.ndarray) -> None:
+        handle[: flat.size] = self.cp.asarray(flat.reshape(-1))
+
+    def download(self, handle) -> np.ndarray:
+        return self.cp.asnumpy(handle)
+
+    def compile(self, lowered):
+        bodies = [k.body for k in lowered.kernels if k.generated]
+        if not bodies:
+            return None
+        return self.cp.RawModule(code=render(bodies), options=NVRTC_OPTIONS)
+
+    def launcher(self, compiled, kernel, handles):
+        body = kernel.body
+        fns = [(compiled.get_function(n), grid(body, p)) for p, n in enumerate(kernel_names(body))]
+        args = tuple(handles)
+
+        def launch():
+            for fn, blocks in fns:
+                fn((blocks,), (BLOCK,), args)
+        return launch, len(fns)
+
+    def library(self, lowered, kernel, handles):
+        return library_call(self.cp, lowered, kernel, handles)
+
+    def copier(self, dst, src, nbytes: int):
+        def copy():
+            dst[: src.size] = src
+        return copy
+
+    def reader(self, handle):
+        # a device-to-host copy of the predicate and a wait, as XLA's WhileThunk does
+        def read():
+            return handle[:1].get()[0]
+        return read
+
+    def measure(self, run) -> float:
+        start, stop = self.cp.cuda.Event(), self.cp.cuda.Event()
+        start.record()
+        run()
+        stop.record()
+        stop.synchronize()
+        return self.cp.cuda.get_elapsed_time(start, stop) / 1e3
+
+
+def library_call(cp, lowered, kernel, handles):
+    """Dots and cuBLAS custom calls run on the GPU with CuPy's matmul (cuBLAS); any other
+    library call runs on the host through the reference evaluator (the copies included)."""
+    from . import numeric
+    from .cpu import library_call as host_call
+    from .interp import GEMM_TARGETS, dot_dims
+
+    instr = kernel.instr
+    n_in = kernel.n_inputs
+    ins, outs = handles[:n_in], handles[n_in:]
+    shapes = kernel.shapes or [lowered.buffers[a].shape for a in kernel.args]
+    in_shapes, out_shapes = shapes[:n_in], shapes[n_in:]
+    if instr.opcode == "dot" or (instr.opcode == "custom-call" and instr.custom_call_target in GEMM_TARGETS):
+        dims = dot_dims(instr) if instr.opcode == "dot" else _gemm_dims(instr)
+
+        def call():
+            a = _logical(cp, ins[0], in_shapes[0])
+            b = _logical(cp, ins[1], in_shapes[1])
+            out = _dot(cp, a, b, *dims)
+            if instr.opcode == "custom-call":
+                out = _epilogue(cp, instr, out, [_logical(cp, h, s) for h, s in zip(ins[2:], in_shapes[2:])])
+            shape = out_shapes[0]
+            outs[0][: shape.elements] = _physical(cp, out.reshape(shape.dims).astype(outs[0].dtype), shape)
+        return call
+    host_ins = [np.empty(h.size, h.dtype) for h in ins]
+    host_outs = [np.empty(h.size, h.dtype) for h in outs]
+    run_host = host_call(lowered, kernel, host_ins + host_outs)
+
+    def call_on_host():
+        for d, h in zip(host_ins, ins):
+            d[:] = cp.asnumpy(h)
+        run_host()
+        for h, d in zip(outs, host_outs):
+            h[:] = cp.asarray(d)
+    return call_on_host
+
+
+def _logical(cp, flat, shape):
+    from .numeric import major_to_minor
+
+    order = major_to_minor(shape)
+    return cp.transpose(flat[: shape.elements].reshape(tuple(shape.dims[d] for d in order)), np.argsort(order))
+
+
+def _physical(cp, array, shape):
+    from .numeric import major_to_minor
+
+    return cp.ascontiguousarray(cp.transpose(array, major_to_minor(shape))).reshape(-1)
+
+
+def _gemm_dims(instr):
+    from .. import attributes as attrs
+
+    d = attrs.backend_config(instr).get("gemm_backend_config", {}).get("dot_dimension_numbers", {})
+    return tuple(tuple(int(v) for v in d.get(k, [])) for k in (
+        "lhs_contracting_dimensions", "rhs_contracting_dimensions", "lhs_batch_dimensions", "rhs_batch_dimensions"))
+
+
+def _dot(cp, lhs, rhs, lc, rc, lb, rb):
+    lfree = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
+    rfree = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
+    bs = [lhs.shape[d] for d in lb]
+    m = [lhs.shape[d] for d in lfree]
+    n = [rhs.shape[d] for d in rfree]
+    k = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
+    a = cp.transpose(lhs, list(lb) + lfree + list(lc)).reshape(int(np.prod(bs, dtype=np.int64)), -1, k)
+    b = cp.transpose(rhs, list(rb) + list(rc) + rfree).reshape(int(np.prod(bs, dtype=np.int64)), k, -1)
+    return cp.matmul(a, b).reshape(bs + m + n)
+
+
+def _epilogue(cp, instr, out, extra):
+    from .. import attributes as attrs
+
+    config = attrs.backend_config(instr).get("gemm_backend_config", {})
+    out = out * float(config.get("alpha_real", 1.0))
+    epilogue = config.get("epilogue", "DEFAULT")
+    if "BIAS" in epilogue and extra:
+        out = out + extra.pop(0)
+    if float(config.get("beta", 0.0)) and extra:
+        out = out + float(config["beta"]) * extra.pop(0)
+    if "RELU" in epilogue:
+        out = cp.maximum(out, 0)
+    return out
