@@ -3,7 +3,8 @@
 Runs `explain` on every sample dump (sample_dumps/<build>/<program>, the after_optimizations
 module) and on every module of the shared parser corpus that contains a fusion (explained as
 the fused modules they are), and prints, per group: modules, modules that failed, boundaries,
-boundaries left `unknown`, and who explained them (boundary rules, the pipeline's
+boundaries left `unknown`, how often our rule agrees with the reason in XLA's own fusion log
+(where the dump has one), and who explained them (boundary rules, the pipeline's
 explain_boundary, XLA's own log).
 
     .venv/bin/python bench/explain_coverage.py            # the table
@@ -78,7 +79,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     rows: dict[str, dict] = defaultdict(lambda: {"modules": 0, "failed": 0, "boundaries": 0, "unknown": 0,
-                                                "by": Counter(), "seconds": 0.0})
+                                                "by": Counter(), "xla": Counter(), "seconds": 0.0})
     unknown_list = []
     failures = []
     inputs = list(sample_inputs()) + list(corpus_inputs())
@@ -102,24 +103,29 @@ def main(argv=None) -> int:
         row["boundaries"] += len(ex.boundaries)
         row["unknown"] += ex.unknown
         row["by"].update(b.explained_by for b in ex.boundaries)
+        row["xla"].update({True: "agree", False: "differ", None: "n/a"}[b.agrees_with_xla]
+                          for b in ex.boundaries if b.xla_reason)
         for b in ex.boundaries:
             if b.rule == "unknown":
                 unknown_list.append((group, path, f"{b.producer_kernel} -> {b.consumer_kernel or b.consumer}"))
 
-    total = {"modules": 0, "failed": 0, "boundaries": 0, "unknown": 0, "by": Counter(), "seconds": 0.0}
+    total = {"modules": 0, "failed": 0, "boundaries": 0, "unknown": 0, "by": Counter(), "xla": Counter(),
+             "seconds": 0.0}
     for row in rows.values():
         for k in ("modules", "failed", "boundaries", "unknown", "seconds"):
             total[k] += row[k]
         total["by"].update(row["by"])
+        total["xla"].update(row["xla"])
 
     if args.json:
-        out = {g: {**r, "by": dict(r["by"])} for g, r in rows.items()}
-        out["total"] = {**total, "by": dict(total["by"])}
+        out = {g: {**r, "by": dict(r["by"]), "xla": dict(r["xla"])} for g, r in rows.items()}
+        out["total"] = {**total, "by": dict(total["by"]), "xla": dict(total["xla"])}
         out["failures"] = [{"group": g, "path": p, "error": e} for g, p, e in failures]
         print(json.dumps(out, indent=2))
         return 0
 
-    header = f"{'group':<24} {'modules':>7} {'failed':>6} {'boundaries':>10} {'unknown':>7} {'known %':>7}  explained by"
+    header = (f"{'group':<24} {'modules':>7} {'failed':>6} {'boundaries':>10} {'unknown':>7} {'known %':>7} "
+              f"{'XLA log: agree/differ/n.a.':>27}  explained by")
     print(header)
     print("-" * len(header))
     for group in sorted(rows):
@@ -138,8 +144,10 @@ def _print_row(name: str, row: dict) -> None:
     known = row["boundaries"] - row["unknown"]
     pct = f"{100 * known / row['boundaries']:.1f}" if row["boundaries"] else "-"
     by = ", ".join(f"{k} {v}" for k, v in sorted(row["by"].items(), key=lambda kv: -kv[1]))
+    xla = row["xla"]
+    agreement = f"{xla['agree']}/{xla['differ']}/{xla['n/a']}" if xla else "-"
     print(f"{name:<24} {row['modules']:>7} {row['failed']:>6} {row['boundaries']:>10} {row['unknown']:>7} "
-          f"{pct:>7}  {by}   ({row['seconds']:.1f}s)")
+          f"{pct:>7} {agreement:>27}  {by}   ({row['seconds']:.1f}s)")
 
 
 if __name__ == "__main__":
