@@ -242,6 +242,7 @@ class _RawInstr:
     line: int
     column: int
     operand_shapes: list | None = None  # declared shape text per operand (long form), or None
+    plain: bool = False  # every operand is a name (no nested instructions, no anonymous operands)
 
 
 @dataclass(slots=True)
@@ -463,7 +464,7 @@ def _raw_instruction(text: str, root, name: str, shape_text: str, opcode: str, o
                 raise _located_error("expects an operand name (a literal is only valid in constant(...))",
                                      line, column)
     return _RawInstr(_strip_percent(name), opcode, parse_shape(shape_text), operands, attrs, literal,
-                     root is not None, line, column, operand_shapes)
+                     root is not None, line, column, operand_shapes, True)
 
 
 _WS = r"[ \t\f\r\n]"
@@ -1216,10 +1217,12 @@ class _Assembler:
         self.declared: dict[str, list] = {}
         self.shapes: dict[str, ir.Shape] = {}
         self.anon_params = 0
-        taken = {r.name for r in raws if r.name}
+        taken: set[str] = set()
         out: list[tuple[ir.Instruction, bool]] = []
 
         def fresh(base: str) -> str:
+            if not taken:
+                taken.update(r.name for r in raws if r.name)
             name, k = base, 0
             while name in taken:
                 k += 1
@@ -1228,6 +1231,10 @@ class _Assembler:
             return name
 
         def build(ri: _RawInstr) -> ir.Instruction:
+            if ri.plain:
+                instr = self.instruction(ri, ri.operands)
+                self.shapes[instr.name] = instr.shape
+                return instr
             names: list[str] = []
             for op in ri.operands:
                 if isinstance(op, _RawInstr):
