@@ -251,23 +251,21 @@ class DumpContext:
         return None
 
     def stage_is_fused(self) -> bool | None:
-        """True for after_optimizations and snapshots after a fusion pass ran; False before."""
-        from .dumpdir import FUSION_PASSES
-
+        """True for after_optimizations and snapshots taken after the main fusion pass
+        (`fusion`, `priority-fusion`); False before it; None when the names do not say."""
         f = self.chosen
         if f.stage == "after_optimizations":
             return True
         if f.stage == "before_optimizations":
             return False
-        if f.stage == "pass":
-            names = {p for passes in FUSION_PASSES.values() for p in passes} - {"variadic-op-splitter"}
-            passes = [x for x in self.files if x.stage == "pass"]
-            first = next((x for x in passes if x.before_pass in names or x.after_pass in names), None)
-            if f.after_pass in names:
-                return True
-            if first is not None and f.step is not None and first.step is not None and f.step > first.step:
-                return True
-            return False
+        if f.stage != "pass":
+            return None
+        verdict = _snapshot_is_fused(f)
+        if verdict is not None:
+            return verdict
+        fused_steps = [x.step for x in self.files if x.stage == "pass" and _snapshot_is_fused(x)]
+        if fused_steps and f.step is not None and f.step > min(fused_steps):
+            return True
         return None
 
     def after_fusion_snapshot(self):
@@ -279,6 +277,26 @@ class DumpContext:
         from .dumpdir import priority_fusion_log
 
         return priority_fusion_log(list(self.files))
+
+
+#: Passes that run before the main fusion pass, the main fusion passes, and those after it.
+_PRE_FUSION = frozenset({"variadic-op-splitter", "sort-iota-fusion"})
+_MAIN_FUSION = frozenset({"fusion", "priority-fusion"})
+
+
+def _snapshot_is_fused(f) -> bool | None:
+    """A per-pass snapshot `after_X.before_Y` holds a fused module once the main fusion pass
+    ran: X is a fusion pass other than the pre-fusion ones, or Y comes after the main pass."""
+    from .dumpdir import FUSION_PASSES
+
+    passes = {p for names in FUSION_PASSES.values() for p in names}
+    if f.after_pass in passes - _PRE_FUSION:
+        return True
+    if f.before_pass in passes - _PRE_FUSION - _MAIN_FUSION:
+        return True
+    if f.before_pass in _PRE_FUSION | _MAIN_FUSION:
+        return False
+    return None
 
 
 def dump_context(path: str, module: str | None = None, stage: str | None = None,
@@ -319,7 +337,15 @@ def explain(module: ir.Module, *, backend: str | None = None, pipeline: str | No
 
         result = replay(module, Options(backend=detected.backend, pipeline=detected.pipeline,
                                         gpu=detected.gpu, relax=tuple(relax)))
-        return explain_result(result, dump=dump, detected=detected.why)
+        ex = explain_result(result, dump=dump, detected=detected.why)
+        if dump is not None and dump.chosen.stage == "before_optimizations":
+            from dataclasses import replace
+
+            ex = replace(ex, notes=ex.notes + (
+                "this is XLA's module before any optimization: the replay skips XLA's passes before fusion "
+                "(simplification, layout assignment, ...), so its kernels only approximate XLA's; prefer "
+                "--stage before_fusion (dump with --xla_dump_hlo_pass_re) or the after_optimizations file",))
+        return ex
     return _Explainer(module, detected, dump, stage="fused").run()
 
 

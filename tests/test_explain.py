@@ -440,3 +440,18 @@ def test_xla_log_reasons_are_shown_and_compared(folder):
         assert b.xla_reason in ("the producer is not fusible", "the consumer is not fusible")
         assert b.agrees_with_xla is True
     assert ex.summary()["disagreements_with_xla"] == sum(1 for b in ex.boundaries if b.agrees_with_xla is False)
+
+
+@pytest.mark.parametrize("folder,fused", [
+    ("gpu-current-h100/cartpole_a_rng_customcall",
+     {"before_optimizations": False, "0000": False, "0004": True, "0005": True, "after_optimizations": True}),
+    ("gpu-legacy-rtx2080ti/cartpole_a_rng_customcall",
+     {"0000": False, "0002": True, "0003": True, "0007": True}),
+    ("cpu/mlp", {"0000": False, "0001": True, "after_optimizations": True}),
+])
+def test_which_dump_stages_hold_a_fused_module(folder, fused):
+    """after_X.before_Y snapshots are fused once the main fusion pass (fusion, priority-fusion)
+    ran: `after_dce.before_multi_output_fusion` is, `after_reshape-decomposer.before_fusion` is not."""
+    for stage, expected in fused.items():
+        ctx = dump_context(str(SAMPLES / folder), stage=str(int(stage)) if stage.isdigit() else stage)
+        assert ctx.stage_is_fused() is expected, (stage, ctx.chosen.path.name)
