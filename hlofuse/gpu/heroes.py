@@ -9,7 +9,6 @@ string (the caller turns it into a rule decision)."""
 from __future__ import annotations
 
 import weakref
-from collections import deque
 
 from ..attributes import dimensions
 from ..graph import Node
@@ -60,43 +59,48 @@ def _inside(node: Node, graph) -> bool:
     return node.graph is graph and node.opcode != "parameter"
 
 
-def _find_unique_hero(start: Node, predicate, cfg: GpuConfig) -> Node | None:
-    """The private FindNonTrivialHero(root, predicate): a breadth-first search from `start`
-    towards operands inside the fusion, through intermediate ops (up to 3 operands), for
-    exactly one instruction matching `predicate`; nothing non-trivial may follow it."""
-    graph = start.graph
-    hero: Node | None = None
-    seen = {start.uid}
-    queue = deque([start])
-    while queue:
-        node = queue.popleft()
-        if predicate(node):
-            if hero is not None:
-                return None
-            hero = node
+def _hero_tables(graph, cfg: GpuConfig):
+    """For every instruction of a fusion computation, computed once per version: the tiled
+    transposes and the concatenates (at most two of each) reachable from it through
+    intermediate ops (up to 3 operands), and whether some non-trivial op reads its value
+    downstream.  FindNonTrivialHero's two searches are lookups in these tables."""
+    cache = graph_cache(graph)
+    key = ("hero-tables", cfg)
+    found = cache.get(key)
+    if found is not None:
+        return found
+    order = graph.post_order()
+    intermediate = {n.uid: is_intermediate(n, 3) for n in order}
+    transposes: dict[int, tuple] = {}
+    concats: dict[int, tuple] = {}
+    tests = ((transposes, lambda n: tiled_transpose(n, cfg) is not None),
+             (concats, lambda n: n.opcode == "concatenate"))
+    for node in order:  # operands before users
+        if node.opcode == "parameter":
             continue
-        if not is_intermediate(node, 3):
-            continue
-        for op in node.operands:
-            if _inside(op, graph) and op.uid not in seen:
-                seen.add(op.uid)
-                queue.append(op)
-    if hero is None:
-        return None
-    # No non-trivial op may be reachable downstream (through users) of the hero.
-    seen = {hero.uid}
-    queue = deque(u for u in hero.users if u.graph is graph)
-    for u in queue:
-        seen.add(u.uid)
-    while queue:
-        node = queue.popleft()
-        if node.opcode not in ("tuple", "parameter") and not is_intermediate(node, 3):
-            return None
-        for user in node.users:
-            if user.graph is graph and user.uid not in seen:
-                seen.add(user.uid)
-                queue.append(user)
-    return hero
+        for table, test in tests:
+            if test(node):
+                table[node.uid] = (node,)
+            elif not intermediate[node.uid]:
+                table[node.uid] = ()
+            else:
+                acc: list[Node] = []
+                for op in node.operands:
+                    for hero in table.get(op.uid, ()) if _inside(op, graph) else ():
+                        if not any(hero is h for h in acc):
+                            acc.append(hero)
+                    if len(acc) > 1:
+                        break
+                table[node.uid] = tuple(acc[:2])
+    nontrivial_below: dict[int, bool] = {}
+    for node in reversed(order):  # users before operands
+        nontrivial_below[node.uid] = any(
+            user.graph is graph and (
+                (user.opcode not in ("tuple", "parameter") and not intermediate.get(user.uid, False))
+                or nontrivial_below.get(user.uid, False))
+            for user in node.users)
+    found = cache[key] = (transposes, concats, nontrivial_below)
+    return found
 
 
 def find_non_trivial_hero(node: Node, cfg: GpuConfig) -> Node:
@@ -120,12 +124,13 @@ def _find_non_trivial_hero(node: Node, cfg: GpuConfig) -> Node:
     hero = node
     while is_intermediate(hero, 1) and _inside(hero.operands[0], graph):
         hero = hero.operands[0]
-    transpose = _find_unique_hero(hero, lambda n: tiled_transpose(n, cfg) is not None, cfg)
-    if transpose is not None:
-        return transpose
-    concat = _find_unique_hero(hero, lambda n: n.opcode == "concatenate", cfg)
-    if concat is not None:
-        return concat
+    transposes, concats, nontrivial_below = _hero_tables(graph, cfg)
+    for table in (transposes, concats):
+        # A unique tiled transpose (else a unique concatenate) behind intermediate ops, with
+        # nothing non-trivial after it.
+        candidates = table.get(hero.uid, ())
+        if len(candidates) == 1 and not nontrivial_below[candidates[0].uid]:
+            return candidates[0]
     if hero.opcode != "reduce":
         return node
     return hero
