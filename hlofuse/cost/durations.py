@@ -21,11 +21,16 @@ TICKS_PER_SECOND = 4_000_000_000
 INFINITE = math.inf
 
 
+_F32 = struct.Struct("f")
+_pack, _unpack = _F32.pack, _F32.unpack
+
+
 def f32(x: float) -> float:
     """Round a Python float to the nearest float32, as C++ does when it stores a `float`."""
-    if math.isinf(x) or math.isnan(x):
-        return x
-    return struct.unpack("f", struct.pack("f", x))[0]
+    try:
+        return _unpack(_pack(x))[0]
+    except OverflowError:  # beyond float32's range: infinite, as in C++
+        return math.copysign(math.inf, x)
 
 
 def from_seconds(seconds: float) -> int | float:

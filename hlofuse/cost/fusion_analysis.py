@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from math import gcd
 
 from .. import attributes
-from ..graph import Graph, Node, Program, add_operand, clone_node, create_fusion, fuse_instruction
+from ..graph import Graph, Node, Program, add_operand
 from ..gpu.config import GpuConfig
 from ..gpu.heroes import find_non_trivial_hero
 from ..gpu.properties import fusion_roots
@@ -102,6 +102,19 @@ def _backend_kind(config: dict) -> str:
     return (fusion or {}).get("kind", "") if isinstance(fusion, dict) else ""
 
 
+def _gpu_backend_config(node: Node) -> dict | None:
+    """`backend_config<GpuBackendConfig>()`: the parsed config, or None when the node has none
+    or it does not parse at 5a9e73cb (the 2025 `output_tile_sizes` field was removed; XLA's
+    JSON parser rejects unknown fields, pitfall P9)."""
+    if node.attr("backend_config") is None:
+        return None
+    config = dict(attributes.backend_config(node))
+    block = (config.get("fusion_backend_config") or {}).get("block_level_fusion_config") or {}
+    if isinstance(block, dict) and "output_tile_sizes" in block:
+        return None
+    return config
+
+
 def _smallest_bits(nodes) -> int:
     bits = _INT_MAX
     for n in nodes:
@@ -118,7 +131,7 @@ def _leaf_outputs(roots: list[Node]):
 
 def analyse(node: Node, cfg: GpuConfig) -> FusionAnalysis:
     """The analysis of an instruction (a fusion, or any instruction as a fusion of one)."""
-    config = dict(attributes.backend_config(node))
+    config = _gpu_backend_config(node) or {}
     if node.opcode == "fusion" and node.fused is not None:
         roots = fusion_roots(node.fused)
         heroes = [find_non_trivial_hero(r, cfg) for r in roots]
@@ -136,14 +149,45 @@ def analyse_producer_consumer(producer: Node, consumer: Node, cfg: GpuConfig) ->
     """The analysis of `producer` fused into `consumer` (HloFusionAnalysis::Create(producer,
     consumer)): built as a scratch fusion; the backend config is the consumer's if it has one,
     else the producer's."""
+    config = _gpu_backend_config(consumer)
+    if config is None:
+        config = _gpu_backend_config(producer) or {}
+    quick = _plain_loop_pair(producer, consumer, config, cfg)
+    if quick is not None:
+        return quick
     fusion = materialise(producer, consumer)
-    config_source = consumer if consumer.attr("backend_config") is not None else producer
-    config = dict(attributes.backend_config(config_source))
     roots = fusion_roots(fusion.fused)
     heroes = [find_non_trivial_hero(r, cfg) for r in roots]
     nodes = [n for n in fusion.fused.nodes() if n.opcode != "parameter"]
     params = list(fusion.operands)
     return _finish(fusion, roots, heroes, nodes, params, config, cfg)
+
+
+#: Opcodes that can make a kernel anything but a plain loop (a hero, or a special root).
+_SHAPING = frozenset({"reduce", "transpose", "concatenate", "scatter", "sort", "dynamic-update-slice"})
+
+
+def _inner(node: Node) -> list[Node]:
+    if node.opcode == "fusion" and node.fused is not None:
+        return [n for n in node.fused.nodes() if n.opcode != "parameter"]
+    return [node]
+
+
+def _plain_loop_pair(producer: Node, consumer: Node, config: dict, cfg: GpuConfig) -> FusionAnalysis | None:
+    """The analysis of a pair without building it, when nothing in either side can be a hero
+    or a special root: then XLA's emitter is the loop emitter over the consumer's roots."""
+    if _backend_kind(config):
+        return None
+    p_nodes, c_nodes = _inner(producer), _inner(consumer)
+    if any(n.opcode in _SHAPING for n in p_nodes) or any(n.opcode in _SHAPING for n in c_nodes):
+        return None
+    roots = fusion_roots(consumer.fused) if consumer.opcode == "fusion" and consumer.fused is not None else [consumer]
+    if any(r.opcode in ("parameter", "get-tuple-element", "tuple") for r in roots):
+        return None
+    params = [op for op in consumer.operands if op is not producer] + list(producer.operands)
+    return FusionAnalysis(kind=LOOP, roots=list(roots), heroes=list(roots), transpose=None, backend_kind="",
+                          smallest_input_bits=_smallest_bits(params), smallest_output_bits=_smallest_bits(roots),
+                          node=consumer, nodes=p_nodes + c_nodes, config=cfg, backend_config=config)
 
 
 def _finish(node, roots, heroes, nodes, params, config, cfg) -> FusionAnalysis:
@@ -235,45 +279,91 @@ def _emitter_kind(a: FusionAnalysis) -> str:
 # ------------------------------------------------------------------------------------------
 
 
+class _ScratchGraph(Graph):
+    """A throwaway computation: no name bookkeeping (nothing looks names up in it)."""
+
+    def add(self, node: Node, *, unique_name: bool = True) -> Node:
+        node.graph = self
+        node.uid = self.program.next_uid()
+        self._nodes[node.uid] = node
+        if node.opcode == "parameter":
+            self.parameters.append(node)
+        return node
+
+
 def materialise(producer: Node, consumer: Node) -> Node:
-    """`producer` fused into `consumer`, built in a throwaway program: outside operands become
-    parameters, the consumer is wrapped into a fusion (or cloned, if it is one) and the
-    producer fused into it as PriorityFusion would."""
+    """`producer` fused into `consumer`, built in a throwaway program: a fusion whose body holds
+    the consumer's instructions (or the consumer) reading the producer's instructions (or the
+    producer) where it read the producer, every outside value a parameter — what
+    HloFusionAdaptor::ForProducerConsumer presents, built in one copy."""
     program = Program("scratch")
-    graph = program.add_graph(Graph(program, "scratch"))
+    outer = _ScratchGraph(program, "scratch")
+    body = _ScratchGraph(program, "scratch_body")
     params: dict[int, Node] = {}
+    outside_operands: list[Node] = []
+
+    def add(graph: Graph, node: Node) -> Node:
+        return graph.add(node)
 
     def outside(value: Node) -> Node:
         param = params.get(value.uid)
         if param is None:
-            param = graph.add(Node(value.name, "parameter", value.shape, literal=str(len(params))))
+            param = add(body, Node(value.name, "parameter", value.shape, literal=str(len(params))))
             params[value.uid] = param
+            outside_operands.append(value)
         return param
 
-    p = clone_node(producer, graph)
-    for op in producer.operands:
-        add_operand(p, outside(op))
+    def copy(node: Node) -> Node:
+        return add(body, Node(node.name, node.opcode, node.shape, attrs=node.attrs, literal=node.literal,
+                              called=node.called, origin=node.origin))
+
+    def inline(node: Node, operand_value) -> Node:
+        """Copy `node` (a fusion: its body) into the scratch body; returns the copy of its
+        result.  `operand_value(op)` gives the body node standing for an operand."""
+        if node.opcode != "fusion" or node.fused is None:
+            clone = copy(node)
+            for op in node.operands:
+                add_operand(clone, operand_value(op))
+            return clone
+        mapping: dict[int, Node] = {}
+        for inner in node.fused.post_order():
+            if inner.opcode == "parameter":
+                mapping[inner.uid] = operand_value(node.operands[inner.parameter_number])
+                continue
+            clone = copy(inner)
+            if inner.fused is not None:
+                clone.fused = inner.fused  # a nested fusion: shared, read only
+            for op in inner.operands:
+                add_operand(clone, mapping[op.uid])
+            mapping[inner.uid] = clone
+        return mapping[node.fused.root.uid]
+
+    p = inline(producer, outside)
     gtes: dict[int, Node] = {}
-    c = clone_node(consumer, graph)
-    for op in consumer.operands:
+
+    def consumer_operand(op: Node) -> Node:
         if op is producer:
-            add_operand(c, p)
-        elif op.opcode == "get-tuple-element" and op.operands and op.operands[0] is producer:
+            return p
+        if op.opcode == "get-tuple-element" and op.operands and op.operands[0] is producer:
             gte = gtes.get(op.uid)
             if gte is None:
-                gte = clone_node(op, graph)
+                gte = copy(op)
                 add_operand(gte, p)
                 gtes[op.uid] = gte
-            add_operand(c, gte)
-        else:
-            add_operand(c, outside(op))
-    graph.root = c
-    fusion = c if c.opcode == "fusion" else create_fusion(c, "kLoop")
-    if any(op is p for op in fusion.operands):
-        fuse_instruction(fusion, p)
-    for gte in gtes.values():
-        if any(op is gte for op in fusion.operands):
-            fuse_instruction(fusion, gte)
+            return gte
+        return outside(op)
+
+    root = inline(consumer, consumer_operand)
+    if root.opcode == "get-tuple-element" and root.operands[0].opcode == "tuple":
+        root = root.operands[0].operands[int(root.attr("index") or 0)]
+    body.root = root
+    kind = consumer.fusion_kind if consumer.opcode == "fusion" else "kLoop"
+    fusion = add(outer, Node(consumer.name, "fusion", consumer.shape, attrs=[("kind", kind or "kLoop")]))
+    for value in outside_operands:
+        add_operand(fusion, add(outer, Node(value.name, "parameter", value.shape, literal="0")))
+    fusion.fused = body
+    body.fusion_owner = fusion
+    # dead copies (a producer also read through the consumer's other paths) stay harmless
     return fusion
 
 

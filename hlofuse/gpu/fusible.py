@@ -174,9 +174,12 @@ def fusible_computations(program: Program, cfg: GpuConfig) -> list[Graph]:
     bodies and without anything called by an instruction other than while, conditional and
     fusion (reducers, comparators, call bodies, custom-call bodies).  2026 also fuses inside
     calls that carry the `_xla_stream_annotation` frontend attribute."""
-    order = program.non_fusion_graphs()
+    everything = program.graph_order()
+    order = [g for g in everything if not g.is_fusion_body]
     not_to_fuse: set[str] = set()
-    for graph in order:
+    # XLA looks at the instructions of every computation, fused ones included: a reducer called
+    # only from inside a fusion is not fused either (corpus DoNotFuseInsideReducer).
+    for graph in everything:
         for node in graph:
             if node.opcode in _MIGHT_CALL and node.opcode not in ("while", "conditional", "fusion"):
                 if (not cfg.legacy and node.opcode == "call"

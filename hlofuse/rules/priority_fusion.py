@@ -39,6 +39,7 @@ from ..gpu.properties import is_elementwise, is_fusible as hlo_is_fusible
 from ..gpu.shapes import bit_width, elements
 from ..ir import FLOAT_TYPES, INTEGRAL_TYPES
 from . import XLA_COMMITS, Candidate, XlaRef, objection, rule
+from . import gpu_fusible, instruction_fusion  # noqa: F401  (registers the shared rules asked below)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..cost import GpuPerformanceModel

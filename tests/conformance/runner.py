@@ -225,6 +225,12 @@ def _builtin() -> None:
     register_pass("multi_output_fusion", _run_multi_output_fusion)
     _optional("horizontal_loop_fusion", f"{__package__}._legacy_extra", "run_horizontal_loop_fusion")
     _optional("gpu_instruction_fusion", f"{__package__}._legacy_extra", "run_gpu_instruction_fusion")
+    try:  # PriorityFusion's cases (jaxlib 0.10.2's XLA:GPU)
+        from . import _priority
+    except ImportError:
+        pass
+    else:
+        _priority.register(register_pass)
     try:  # XLA:CPU's cases (cpu_instruction_fusion, transpose_folding) on the CPU backend
         from . import _cpu
     except ImportError:
