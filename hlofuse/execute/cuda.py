@@ -88,7 +88,7 @@ def compile_ptx(source: str, arch: str = "sm_75") -> str:
         ptx = os.path.join(folder, "kernels.ptx")
         with open(src, "w") as fh:
             fh.write(source)
-        proc = subprocess.run([tool, "--ptx", f"-arch={arch}", "-fmad=false", "-o", ptx, src],
+        proc = subprocess.run([tool, "--ptx", "-w", f"-arch={arch}", "-fmad=false", "-o", ptx, src],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise ExecutionError(f"nvcc rejected the generated kernels:\n{proc.stderr[-3000:]}")

@@ -1,0 +1,375 @@
+"""Generated kernels against the reference evaluator: every op the generator supports, on
+random inputs, compiled for the CPU (and to PTX with nvcc where it is installed); the
+lowering's buffer reuse; the loop plan."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hlofuse
+from hlofuse.errors import ExecutionError
+from hlofuse.execute import cuda
+from hlofuse.execute.cpu import CpuDevice
+from hlofuse.execute.emit import EmitError
+from hlofuse.execute.index import Idx, delinear, floordiv, linear, mod
+from hlofuse.execute.inputs import random_inputs, relative_error
+from hlofuse.execute.interp import evaluate
+from hlofuse.execute.lower import lower
+from hlofuse.execute.runtime import Runner
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_dumps"
+
+REDUCERS = """
+add_f32 { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+max_f32 { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(a, b) }
+add_s32 { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT r = s32[] add(a, b) }
+take_new { a = f32[] parameter(0)  ROOT b = f32[] parameter(1) }
+argmax {
+  av = f32[] parameter(0)  ai = s32[] parameter(1)  bv = f32[] parameter(2)  bi = s32[] parameter(3)
+  gt = pred[] compare(av, bv), direction=GT
+  eq = pred[] compare(av, bv), direction=EQ
+  lt = pred[] compare(ai, bi), direction=LT
+  tie = pred[] and(eq, lt)
+  keep = pred[] or(gt, tie)
+  v = f32[] select(keep, av, bv)
+  i = s32[] select(keep, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+"""
+
+#: name → entry body (parameters first); every one runs as kernels and through the evaluator
+OPS = {
+    "unary_f32": """
+  p = f32[33,7] parameter(0)
+  e = f32[33,7] exponential(p)  l = f32[33,7] log(p)  s = f32[33,7] sine(p)  c = f32[33,7] cosine(p)
+  t = f32[33,7] tanh(p)  q = f32[33,7] sqrt(p)  r = f32[33,7] rsqrt(p)  g = f32[33,7] logistic(p)
+  m = f32[33,7] exponential-minus-one(p)  lp = f32[33,7] log-plus-one(p)  n = f32[33,7] negate(p)
+  a = f32[33,7] abs(n)  fl = f32[33,7] floor(e)  ce = f32[33,7] ceil(e)  rn = f32[33,7] round-nearest-even(e)
+  ra = f32[33,7] round-nearest-afz(e)  sg = f32[33,7] sign(n)  cb = f32[33,7] cbrt(p)  at = f32[33,7] atan(p)
+  ROOT out = (f32[33,7], f32[33,7], f32[33,7], f32[33,7], f32[33,7], f32[33,7], f32[33,7], f32[33,7], f32[33,7],
+              f32[33,7], f32[33,7], f32[33,7], f32[33,7], f32[33,7], f32[33,7], f32[33,7], f32[33,7], f32[33,7])
+      tuple(e, l, s, c, t, q, r, g, m, lp, a, fl, ce, rn, ra, sg, cb, at)""",
+    "binary_f32": """
+  x = f32[16,5] parameter(0)  y = f32[16,5] parameter(1)
+  a = f32[16,5] add(x, y)  s = f32[16,5] subtract(x, y)  m = f32[16,5] multiply(x, y)  d = f32[16,5] divide(x, y)
+  r = f32[16,5] remainder(x, y)  mx = f32[16,5] maximum(x, y)  mn = f32[16,5] minimum(x, y)
+  pw = f32[16,5] power(x, y)  at = f32[16,5] atan2(x, y)
+  ROOT out = (f32[16,5], f32[16,5], f32[16,5], f32[16,5], f32[16,5], f32[16,5], f32[16,5], f32[16,5], f32[16,5])
+      tuple(a, s, m, d, r, mx, mn, pw, at)""",
+    "binary_s32": """
+  x = s32[64] parameter(0)  y = s32[64] parameter(1)
+  k = s32[] constant(-2147483648)  big = s32[64] broadcast(k), dimensions={}
+  x2 = s32[64] add(x, big)  ny = s32[64] negate(y)
+  d = s32[64] divide(x2, ny)  r = s32[64] remainder(x, y)  pw = s32[64] power(x, y)
+  sl = s32[64] shift-left(x, y)  sr = s32[64] shift-right-arithmetic(x2, y)  su = s32[64] shift-right-logical(x2, y)
+  m = s32[64] multiply(x2, x2)  a = s32[64] and(x, y)  o = s32[64] or(x, y)  xo = s32[64] xor(x, y)
+  mx = s32[64] maximum(x, y)  ab = s32[64] abs(x2)  pc = s32[64] popcnt(x2)  cl = s32[64] clz(x)  no = s32[64] not(x)
+  ROOT out = (s32[64], s32[64], s32[64], s32[64], s32[64], s32[64], s32[64], s32[64], s32[64], s32[64], s32[64],
+              s32[64], s32[64], s32[64], s32[64]) tuple(d, r, pw, sl, sr, su, m, a, o, xo, mx, ab, pc, cl, no)""",
+    "unsigned_u32": """
+  x = u32[64] parameter(0)  y = u32[64] parameter(1)
+  d = u32[64] divide(x, y)  r = u32[64] remainder(x, y)  m = u32[64] multiply(x, y)  s = u32[64] shift-right-logical(x, y)
+  ROOT out = (u32[64], u32[64], u32[64], u32[64]) tuple(d, r, m, s)""",
+    "compare_select_clamp_convert": """
+  x = f32[40] parameter(0)  y = f32[40] parameter(1)  i = s32[40] parameter(2)
+  lt = pred[40] compare(x, y), direction=LT  to = pred[40] compare(x, y), direction=GE, type=TOTALORDER
+  sel = f32[40] select(lt, x, y)  lo = f32[] constant(0.05)  hi = f32[] constant(0.15)
+  cl = f32[40] clamp(lo, x, hi)  big = f32[] constant(1e10)  bb = f32[40] broadcast(big), dimensions={}
+  scaled = f32[40] multiply(x, bb)  ci = s32[40] convert(scaled)  cf = f32[40] convert(i)  cp = pred[40] convert(i)
+  cu = u8[40] convert(x)  bc = u32[40] bitcast-convert(x)  no = pred[40] not(lt)  fin = pred[40] is-finite(x)
+  ROOT out = (pred[40], f32[40], f32[40], s32[40], f32[40], pred[40], u8[40], u32[40], pred[40], pred[40])
+      tuple(to, sel, cl, ci, cf, cp, cu, bc, no, fin)""",
+    "shapes": """
+  p = f32[6,4,5]{2,1,0} parameter(0)  v = f32[5] parameter(1)
+  t = f32[5,6,4]{2,1,0} transpose(p), dimensions={2,0,1}
+  r = f32[30,4]{1,0} reshape(t)
+  b = f32[4,6,5]{2,1,0} broadcast(v), dimensions={2}
+  sl = f32[3,2,3]{2,1,0} slice(p), slice={[1:6:2], [0:4:2], [0:5:2]}
+  rv = f32[6,4,5]{2,1,0} reverse(p), dimensions={0,2}
+  io = s32[4,3]{1,0} iota(), iota_dimension=1
+  bt = f32[20,6]{0,1} bitcast(p)
+  cb = f32[20,6]{1,0} copy(bt)
+  ROOT out = (f32[30,4], f32[4,6,5], f32[3,2,3], f32[6,4,5], s32[4,3], f32[20,6]) tuple(r, b, sl, rv, io, cb)""",
+    "layouts": """
+  p = f32[8,3]{0,1} parameter(0)
+  c = f32[8,3]{1,0} copy(p)
+  t = f32[3,8]{0,1} transpose(c), dimensions={1,0}
+  ROOT a = f32[3,8]{1,0} add(t, t)""",
+    "dynamic_slices": """
+  p = f32[10,6] parameter(0)  u = f32[3,6] parameter(1)  i = s32[] parameter(2)  j = s32[] parameter(3)
+  big = s32[] constant(100)  k = s32[] add(i, big)
+  ds = f32[4,3] dynamic-slice(p, i, j), dynamic_slice_sizes={4,3}
+  clamped = f32[4,3] dynamic-slice(p, k, k), dynamic_slice_sizes={4,3}
+  dus = f32[10,6] dynamic-update-slice(p, u, i, j)
+  ROOT out = (f32[4,3], f32[4,3], f32[10,6]) tuple(ds, clamped, dus)""",
+    "concatenate_pad": """
+  a = f32[5,2] parameter(0)  b = f32[5,3] parameter(1)
+  c = f32[5,5] concatenate(a, b), dimensions={1}
+  z = f32[] constant(-1)
+  pd = f32[10,11] pad(c, z), padding=1_0_1x-1_3_1
+  ROOT out = (f32[5,5], f32[10,11]) tuple(c, pd)""",
+    "reductions": """
+  p = f32[12,50] parameter(0)  q = s32[12,50] parameter(1)
+  z = f32[] constant(0)  ninf = f32[] constant(-inf)  zi = s32[] constant(0)
+  rs = f32[12] reduce(p, z), dimensions={1}, to_apply=add_f32
+  rm = f32[50] reduce(p, ninf), dimensions={0}, to_apply=max_f32
+  ri = s32[] reduce(q, zi), dimensions={0,1}, to_apply=add_s32
+  io = s32[12,50] iota(), iota_dimension=1
+  am = (f32[12], s32[12]) reduce(p, io, ninf, zi), dimensions={1}, to_apply=argmax
+  av = f32[12] get-tuple-element(am), index=0  ai = s32[12] get-tuple-element(am), index=1
+  ROOT out = (f32[12], f32[50], s32[], f32[12], s32[12]) tuple(rs, rm, ri, av, ai)""",
+    "reduce_window": """
+  p = f32[8,20] parameter(0)  z = f32[] constant(0)  ninf = f32[] constant(-inf)
+  cs = f32[8,20] reduce-window(p, z), window={size=1x6 pad=0_0x5_0}, to_apply=add_f32
+  mp = f32[4,10] reduce-window(p, ninf), window={size=2x4 stride=2x2 pad=0_0x1_1}, to_apply=max_f32
+  ROOT out = (f32[8,20], f32[4,10]) tuple(cs, mp)""",
+    "dot": """
+  a = f32[3,8,5] parameter(0)  b = f32[3,5,4] parameter(1)
+  ROOT d = f32[3,8,4] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}""",
+    "gather": """
+  t = f32[50,8] parameter(0)  ids = s32[6,3] parameter(1)
+  ROOT g = f32[6,3,8] gather(t, ids), offset_dims={2}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,8}""",
+    "scatter_add": """
+  o = f32[10,4] parameter(0)  ids = s32[30] parameter(1)  u = f32[30,4] parameter(2)
+  ROOT s = f32[10,4] scatter(o, ids, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_f32""",
+    "scatter_overwrite": """
+  o = f32[10,4] parameter(0)  ids = s32[3] parameter(1)  u = f32[3,4] parameter(2)
+  e = f32[3,4] exponential(u)
+  ROOT s = f32[10,4] scatter(o, ids, e), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, unique_indices=true, to_apply=take_new""",
+    "threefry": """
+  k0 = u32[] parameter(0)  k1 = u32[] parameter(1)  x0 = u32[128] parameter(2)  x1 = u32[128] parameter(3)
+  b0 = u32[128] broadcast(k0), dimensions={}  b1 = u32[128] broadcast(k1), dimensions={}
+  ROOT t = (u32[128], u32[128]) custom-call(b0, b1, x0, x1), custom_call_target="cu_threefry2x32_ffi", api_version=API_VERSION_TYPED_FFI""",
+    "map_and_constants": """
+  p = f32[4,3] parameter(0)
+  c = f32[4,3] constant({{1, 2, 3}, {4, 5, 6}, {7, 8, 9}, {10, 11, -inf}})
+  m = f32[4,3] map(p, c), dimensions={0,1}, to_apply=max_f32
+  ROOT a = f32[4,3] add(m, c)""",
+    "while_dus_and_conditional": """
+  buf = f32[16,8] parameter(0)  rows = f32[16,8] parameter(1)  sel = s32[] parameter(2)
+  zero = s32[] constant(0)
+  init = (s32[], f32[16,8], f32[16,8]) tuple(zero, buf, rows)
+  w = (s32[], f32[16,8], f32[16,8]) while(init), condition=loop_cond, body=loop_body
+  r = f32[16,8] get-tuple-element(w), index=1
+  c = f32[16,8] conditional(sel, r, r), branch_computations={branch_tanh, branch_neg}
+  ROOT out = (f32[16,8], f32[16,8]) tuple(r, c)""",
+}
+
+EXTRA_COMPUTATIONS = """
+loop_cond {
+  s = (s32[], f32[16,8], f32[16,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0  n = s32[] constant(16)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+loop_body {
+  s = (s32[], f32[16,8], f32[16,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0  b = f32[16,8] get-tuple-element(s), index=1
+  rows = f32[16,8] get-tuple-element(s), index=2  z = s32[] constant(0)
+  row = f32[1,8] dynamic-slice(rows, i, z), dynamic_slice_sizes={1,8}
+  t = f32[1,8] tanh(row)
+  nb = f32[16,8] dynamic-update-slice(b, t, i, z)
+  one = s32[] constant(1)  ni = s32[] add(i, one)
+  ROOT r = (s32[], f32[16,8], f32[16,8]) tuple(ni, nb, rows)
+}
+branch_tanh { p = f32[16,8] parameter(0)  ROOT t = f32[16,8] tanh(p) }
+branch_neg { p = f32[16,8] parameter(0)  ROOT n = f32[16,8] negate(p) }
+"""
+
+
+def module_for(name: str):
+    return hlofuse.loads(f"HloModule {name}\n{REDUCERS}\n{EXTRA_COMPUTATIONS}\nENTRY main {{{OPS[name]}\n}}\n")
+
+
+def leaves(value):
+    if isinstance(value, tuple):
+        out = []
+        for v in value:
+            out += leaves(v)
+        return out
+    return [np.asarray(value)]
+
+
+def run_cpu(module, args):
+    runner = Runner(lower(module), CpuDevice())
+    runner.set_inputs(args)
+    counts = runner.count()
+    return runner.outputs(), counts
+
+
+def inputs_for(module, seed=1):
+    return random_inputs([(p.shape.dims, p.shape.element_type) for p in module.entry.parameters], seed)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_cpu_kernels_match_the_reference(name):
+    module = module_for(name)
+    args = inputs_for(module)
+    want = leaves(evaluate(module, args))
+    got, counts = run_cpu(module, args)
+    assert counts.launches >= 1
+    assert len(got) == len(want)
+    for k, (g, w) in enumerate(zip(got, want)):
+        # the CPU kernels compute as the evaluator does; only summation order differs
+        assert relative_error(g, w) <= 1e-5, f"output {k}"
+
+
+def test_unfused_and_fused_cartpole_kernels_are_bit_exact():
+    from hlofuse.bench import load_source, make_plans, run_plans
+
+    source = load_source(str(SAMPLES / "gpu-current-h100" / "cartpole_b_concat"))
+    results = run_plans(make_plans(source, ["unfused", "xla", "loop"]), CpuDevice(), repeat=1, warmup=0)
+    assert [r.max_rel_error for r in results] == [0.0, 0.0, 0.0]
+    unfused, xla, loop = results
+    # 100 iterations: XLA's body is a concatenate fusion, the counter and a copy per step
+    assert xla.launches == 302 and unfused.launches > 15 * xla.launches
+    assert loop.launches == 3  # the entry's two copies into the loop state, then the loop kernel
+
+
+def test_in_place_updates_and_state_written_directly():
+    module = module_for("while_dus_and_conditional")
+    lowered = lower(module)
+    dus = [k for k in lowered.kernels if "nb" in k.label]
+    assert dus and dus[0].body.in_place, "the row update writes into the loop state"
+    runner = Runner(lowered, CpuDevice())
+    runner.set_inputs(inputs_for(module))
+    # 16 iterations x (slice+tanh+dus+counter kernels) + the conditional's kernel and copy; no
+    # end-of-iteration copies, 2 copies into the loop state at entry
+    assert runner.count().copies == 2 + 1
+
+
+def test_generator_names_an_op_it_cannot_emit():
+    module = hlofuse.loads("""
+HloModule m
+cmp { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT lt = pred[] compare(a, b), direction=LT }
+fused { p = f32[8] parameter(0)  e = f32[8] exponential(p)  ROOT s = f32[8] sort(e), dimensions={0}, to_apply=cmp }
+ENTRY e { p = f32[8] parameter(0)  ROOT f = f32[8] fusion(p), kind=kLoop, calls=fused }""")
+    with pytest.raises(EmitError, match=r"kernel main/f|kernel e/f|sort \(s\)"):
+        lower(module)
+
+
+# ------------------------------------------------------------------------------------------
+# The loop plan
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["cartpole_b_concat_vecdone", "cartpole_c_separate", "cartpole_d_unroll10"])
+def test_loop_plan_runs_the_cartpole_loop_as_one_kernel(variant):
+    from hlofuse.bench import load_source
+
+    module = load_source(str(SAMPLES / "gpu-legacy-rtx2080ti" / variant)).after
+    lowered = lower(module, loop_kernels=True)
+    assert [k.kind for k in lowered.kernels].count("loop") == 1 and not lowered.notes
+    args = inputs_for(module, 5)
+    got, counts = run_cpu(module, args)
+    runner = Runner(lowered, CpuDevice())
+    runner.set_inputs(args)
+    loop_counts = runner.count()
+    assert all(relative_error(a, b) == 0 for a, b in zip(runner.outputs(), got))
+    assert loop_counts.launches < counts.launches
+
+
+def test_loop_plan_explains_why_not():
+    from hlofuse.bench import load_source
+
+    module = load_source(str(SAMPLES / "gpu-current-h100" / "rnn_scan")).after
+    lowered = lower(module, loop_kernels=True)
+    assert not any(k.kind == "loop" for k in lowered.kernels)
+    assert any("stays a host loop" in n for n in lowered.notes)
+
+
+# ------------------------------------------------------------------------------------------
+# CUDA: every generated kernel compiles (nvcc, no GPU needed)
+# ------------------------------------------------------------------------------------------
+
+needs_nvcc = pytest.mark.skipif(cuda.nvcc() is None, reason="nvcc is not installed: CUDA kernels not compiled")
+
+
+@needs_nvcc
+def test_every_op_kernel_compiles_to_ptx():
+    bodies = []
+    for name in sorted(OPS):
+        bodies += [k.body for k in lower(module_for(name)).kernels if k.generated]
+    _rename_apart(bodies)
+    ptx = cuda.compile_ptx(cuda.render(bodies))
+    for body in bodies:
+        for kernel in cuda.kernel_names(body):
+            assert f".entry {kernel}(" in ptx
+
+
+@needs_nvcc
+@pytest.mark.parametrize("folder", ["gpu-current-h100/cartpole_a_rng_customcall",
+                                    "gpu-legacy-rtx2080ti/cartpole_b_concat_vecdone", "cpu/segment_sum",
+                                    "gpu-current-h100/layer_norm"])
+def test_sample_plans_compile_to_ptx(folder):
+    from hlofuse.bench import load_source, make_plans
+
+    bodies = []
+    for plan in make_plans(load_source(str(SAMPLES / folder)), ["unfused", "xla", "loop"]):
+        lowered = lower(plan.module, loop_kernels=plan.loop)
+        bodies += [k.body for k in lowered.kernels if k.generated]
+    _rename_apart(bodies)
+    assert ".entry" in cuda.compile_ptx(cuda.render(bodies))
+
+
+def _rename_apart(bodies):
+    """Plans of one module share kernel names; one file needs them apart."""
+    for i, body in enumerate(bodies):
+        old, new = body.name, f"{body.name}_{i}"
+        body.functions = [f.replace(old, new) for f in body.functions]
+        for group in body.groups:
+            group.body = [line.replace(old + "_combine", new + "_combine") for line in group.body]
+        body.name = new
+
+
+def test_cuda_device_degrades_cleanly_without_cupy():
+    if cuda.available():
+        pytest.skip("a CUDA device is here")
+    from hlofuse.errors import BackendUnavailable
+
+    with pytest.raises(BackendUnavailable, match="--device cpu"):
+        cuda.CudaDevice()
+
+
+@pytest.mark.gpu
+def test_cuda_kernels_match_the_reference_on_a_gpu():
+    if not cuda.available():
+        pytest.skip("no CUDA device and CuPy")
+    device = cuda.CudaDevice()
+    for name in sorted(OPS):
+        module = module_for(name)
+        args = inputs_for(module)
+        want = leaves(evaluate(module, args))
+        runner = Runner(lower(module), device)
+        runner.set_inputs(args)
+        runner.count()
+        for g, w in zip(runner.outputs(), want):
+            assert relative_error(g, w) <= 1e-4, name
+
+
+# ------------------------------------------------------------------------------------------
+# Index algebra
+# ------------------------------------------------------------------------------------------
+
+
+def test_index_algebra_folds_what_the_ranges_allow():
+    ranges = {"i": (0, 2047), "j": (0, 3)}
+    made = []
+
+    def bind(expr, lo, hi):
+        made.append(expr)
+        ranges[f"t{len(made)}"] = (lo, hi)
+        return f"t{len(made)}"
+
+    x = Idx.of("i") * 4 + Idx.of("j")
+    assert floordiv(x, 4, ranges, bind).is_var("i")
+    assert mod(x, 4, ranges, bind).is_var("j")
+    assert not made
+    assert delinear(linear([Idx.of("i"), Idx.of("j")], (2048, 4), (1, 0)), (2048, 4), (1, 0), ranges, bind) == \
+        [Idx.of("i"), Idx.of("j")]
+    y = Idx.of("i") + 1  # not provably inside one block of 4
+    assert floordiv(y, 4, ranges, bind).is_var("t1") and ranges["t1"] == (0, 512)
