@@ -431,7 +431,9 @@ def _raw_instruction(text: str, root, name: str, shape_text: str, opcode: str, o
     if attrs_start < attrs_end:
         intern = sys.intern
         for a in _attr_regex().finditer(text, attrs_start, attrs_end):
-            attrs.append((intern(a.group(1)), a.group(2)))
+            key, value = a.group(1, 2)
+            # Short values (dimensions={1}, kind=kLoop, index=0, calls=...) repeat: share them.
+            attrs.append((intern(key), intern(value) if len(value) < 48 else value))
     opcode = sys.intern(opcode)
     operand_text = operand_list[1:-1]
     literal = None
@@ -1483,8 +1485,12 @@ _SPLIT_RE = re.compile(r"\n\n+(?=(?:ENTRY[ \t]+)?%?[A-Za-z_][\w.\-]*[ \t]*[({])"
 
 
 def _jobs(text: str) -> int:
+    import threading
+
     if len(text) < PARALLEL_MIN_BYTES or not hasattr(os, "fork"):
         return 1
+    if threading.active_count() > 1:
+        return 1  # forking a threaded process can leave the child holding another thread's lock
     wanted = os.environ.get("HLOFUSE_JOBS", "")
     if wanted.isdigit():
         return min(int(wanted), 2)
