@@ -145,7 +145,8 @@ class FusionRun:
         self.graph: Graph | None = None
         self._queue: list[Node | None] = []
         self._position: dict[int, int] = {}
-        self._reach: dict[int, set[int]] = {}
+        self._reach: dict[int, _Reach] = {}
+        self._post_position: dict[int, int] = {}
         self._pending: dict[int, tuple] = {}
         #: consumer uid → the fusion that replaced it (for members when decisions are flushed)
         self._current: dict[int, Node] = {}
@@ -181,6 +182,7 @@ class FusionRun:
         self.graph = graph
         self._reach = {}
         post_order = graph.post_order()
+        self._post_position = {node.uid: i for i, node in enumerate(post_order)}
         self.do_not_duplicate = self._globally_unfusible(post_order) if self.may_duplicate else {}
         if not fuse_it:
             return False
@@ -295,10 +297,19 @@ class FusionRun:
         self._current[consumer.uid] = fusion
 
     # -- ComputeGloballyUnfusible -----------------------------------------------------------
-    def _reachable(self, producer: "Node") -> set[int]:
-        if producer.uid not in self._reach:
-            self._reach[producer.uid] = self.graph.reachable_from(producer)
-        return self._reach[producer.uid]
+    def _reachable(self, producer: "Node", target: "Node") -> bool:
+        """Is `target` reachable from `producer` through users (XLA's HloReachabilityMap)?
+        Users come later in post order, so the search from `producer` only walks nodes up to
+        `target`'s position, extending what it found for earlier, nearer targets."""
+        if target is producer:
+            return True
+        pos = self._post_position
+        if pos.get(target.uid, -1) < pos.get(producer.uid, -1):
+            return False
+        reach = self._reach.get(producer.uid)
+        if reach is None:
+            reach = self._reach[producer.uid] = _Reach(producer)
+        return reach.reaches(target, pos)
 
     def _globally_unfusible(self, post_order: list["Node"]) -> dict[int, dict]:
         """Producers that read more than they write and cannot be fused into all their users."""
@@ -337,10 +348,9 @@ class FusionRun:
         key = (producer.uid, consumer.uid)
         if key in memo:
             return None if memo[key] else f"it cannot be fused into {consumer.name}"
-        reach = self._reachable(producer)
         why = None
         for i, operand in enumerate(consumer.operands):
-            if operand.uid not in reach:
+            if not self._reachable(producer, operand):
                 continue
             if operand.uid in self.do_not_duplicate:
                 why = f"{operand.name} cannot be duplicated into {consumer.name}"
@@ -414,6 +424,31 @@ class FusionRun:
                 producer_members=members_of(producer), consumer_members=members_of(live),
                 source=source_location(self.program, producer), **fields)
         self._pending.clear()
+
+
+class _Reach:
+    """Nodes reachable from one start node, found lazily up to a post-order position."""
+
+    def __init__(self, start: "Node"):
+        self.bound = -1
+        self.seen = {start.uid}
+        self.pending = [start]  # found, users not expanded yet (they lie beyond `bound`)
+
+    def reaches(self, target: "Node", pos: dict[int, int]) -> bool:
+        limit = pos.get(target.uid, -1)
+        if limit > self.bound:
+            self.bound = limit
+            stack, self.pending = self.pending, []
+            while stack:
+                node = stack.pop()
+                if pos.get(node.uid, -1) > limit:
+                    self.pending.append(node)
+                    continue
+                for user in node.users:
+                    if user.uid not in self.seen:
+                        self.seen.add(user.uid)
+                        stack.append(user)
+        return target.uid in self.seen
 
 
 def _mof_creates_cycle(producer: "Node", consumer: "Node") -> bool:
