@@ -74,7 +74,8 @@ class FusionPolicy:
         callers = program.callers()
         out = []
         for graph in program.non_fusion_graphs():
-            if any(node.opcode in rif.EMBEDDED_CALLERS for node in callers.get(graph.name, ())):
+            first = callers.get(graph.name) or ()
+            if first and first[0].opcode in rif.EMBEDDED_CALLERS:  # XLA looks at the first caller
                 continue
             out.append((graph, True))
         return out

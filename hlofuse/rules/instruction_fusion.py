@@ -64,8 +64,8 @@ _LAYOUT_CONSTRAINED_COLLECTIVES = frozenset({"all-to-all", "all-gather", "all-re
 #: bodies are scalar lambdas (reducers, comparators, scatter combiners), never fused.
 EMBEDDED_CALLERS = frozenset({
     "all-reduce", "reduce-scatter", "all-reduce-start", "map", "reduce", "reduce-window", "scan",
-    "scatter", "select-and-scatter", "sort", "fusion", "custom-call", "topk",
-})
+    "scatter", "select-and-scatter", "sort", "fusion", "custom-call",
+})  # not topk: XLA gives it no call context, so its comparator is fused like any computation
 
 #: ElementalIrEmitter::OpInvalidatesCache: ops whose elemental code cannot reuse the cache.
 CACHE_INVALIDATING_OPCODES = frozenset({
