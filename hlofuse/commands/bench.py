@@ -99,10 +99,11 @@ def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file,
 def _table(out, results, device: str) -> None:
     from rich.table import Table
 
-    table = Table(title=f"plans on {device}", title_justify="left")
-    for name, justify in (("plan", "left"), ("kernels", "right"), ("launches", "right"), ("MB moved", "right"),
-                          ("median", "right"), ("speedup", "right"), ("max rel. error", "right"), ("ok", "left")):
-        table.add_column(name, justify=justify)
+    table = Table(title=f"plans on {device}", title_justify="left", box=None, padding=(0, 1))
+    table.add_column("plan", no_wrap=True)
+    for name in ("kernels", "launches", "MB", "median", "speedup", "max err"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("ok")
     for r in results:
         if r.error and r.kernels is None:
             table.add_row(r.name, "", "", "", "", "", "", f"[red]{r.error}[/]")

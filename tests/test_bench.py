@@ -1,0 +1,156 @@
+"""`hlofuse bench`: plans of a cart-pole dump run on the CPU, checked and timed; JSON and
+CSV output; relaxed replays; clear errors (no CUDA, an op the generator cannot emit,
+buffers that do not fit)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import hlofuse
+from hlofuse import bench
+from hlofuse.cli import main
+from hlofuse.errors import EXIT_BACKEND, EXIT_EXECUTE
+from hlofuse.execute import cuda
+from hlofuse.execute.cpu import CpuDevice
+from hlofuse.execute.inputs import random_inputs, relative_error
+from hlofuse.execute.interp import evaluate
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_dumps"
+VECDONE = SAMPLES / "gpu-legacy-rtx2080ti" / "cartpole_b_concat_vecdone"
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, ["bench", *map(str, args)], catch_exceptions=False)
+
+
+def test_bench_cpu_on_a_cartpole_dump_json(tmp_path):
+    csv = tmp_path / "plans.csv"
+    result = invoke(VECDONE, "--device", "cpu", "--plan", "unfused", "--plan", "xla", "--plan", "loop",
+                    "--repeat", "2", "--json", "--csv", csv)
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["device"].startswith("cpu")
+    plans = {p["name"]: p for p in payload["plans"]}
+    assert list(plans) == ["unfused", "xla", "loop"]
+    for p in plans.values():
+        assert set(p) >= {"name", "kernels", "launches", "bytes", "median_s", "speedup", "max_rel_error", "ok"}
+        assert p["ok"] is True and p["max_rel_error"] == 0.0 and p["median_s"] > 0
+    assert plans["unfused"]["speedup"] == 1.0
+    # 100 loop iterations: XLA's 2 simulation kernels + counter + copy... per step, one loop kernel
+    assert plans["unfused"]["launches"] > plans["xla"]["launches"] > plans["loop"]["launches"]
+    assert plans["xla"]["bytes"] < plans["unfused"]["bytes"]
+    table = csv.read_text().splitlines()
+    assert table[0].startswith("name,kernels,launches,bytes,median_s,speedup,max_rel_error,ok")
+    assert len(table) == 4
+
+
+def test_bench_human_table_and_relaxed_replay():
+    result = invoke(VECDONE, "--device", "cpu", "--plan", "xla", "--plan", "relax:concat", "--repeat", "1")
+    assert result.exit_code == 0, result.output
+    assert "relax:concat" in result.output and "plans on cpu" in result.output
+
+
+def test_relaxed_plan_is_the_replay_with_the_rule_relaxed():
+    source = bench.load_source(str(VECDONE))
+    plain, relaxed = bench.make_plans(source, ["relax:nothing-matches-this", "relax:concat"])
+    assert plain.module is None and "nothing-matches-this" in plain.error
+    assert relaxed.module is not None and "concat relaxed" in relaxed.origin
+    from hlofuse.kernels import count_kernels
+
+    body_kernels = {k.computation: k.kernels for k in count_kernels(relaxed.module)}
+    assert body_kernels  # a fused module XLA did not make, ready to run
+
+
+def test_given_inputs_are_the_ones_every_plan_runs_on():
+    source = bench.load_source(str(SAMPLES / "gpu-current-h100" / "softmax"))
+    plans = bench.make_plans(source, ["unfused", "xla"])
+    args = random_inputs(bench.signature(plans[0].module), 11)
+    results = bench.run_plans(plans, CpuDevice(), inputs=args, repeat=1, warmup=0)
+    want = evaluate(plans[0].module, args)
+    assert all(r.ok for r in results)
+    # the inputs were used: another seed gives other outputs
+    other = evaluate(plans[0].module, random_inputs(bench.signature(plans[0].module), 12))
+    assert relative_error(np.asarray(other), np.asarray(want)) > 1e-3
+
+
+def test_unfuse_inlines_every_fusion_and_computes_the_same():
+    fused = bench.load_source(str(SAMPLES / "gpu-legacy-rtx2080ti" / "layer_norm")).after
+    unfused = bench.unfuse(fused)
+    assert any(i.opcode == "fusion" for i in fused.entry.instructions)
+    assert not [i for i in unfused.entry.instructions if i.opcode == "fusion" and i.fusion_kind != "kCustom"]
+    args = random_inputs([(p.shape.dims, p.shape.element_type) for p in fused.entry.parameters], 3)
+    assert relative_error(np.asarray(evaluate(unfused, args)), np.asarray(evaluate(fused, args))) == 0
+
+
+def test_single_file_input_runs_unfused_against_its_inlined_twin(tmp_path):
+    path = next((SAMPLES / "gpu-current-h100" / "elementwise_chain").glob("*after_optimizations.txt"))
+    result = invoke(path, "--device", "cpu", "--repeat", "1", "--json")
+    assert result.exit_code == 0, result.output
+    plans = json.loads(result.output)["plans"]
+    assert [p["kernels"] for p in plans] == [plans[0]["kernels"], 1] and plans[0]["kernels"] > 1
+
+
+def test_no_cuda_device_suggests_the_cpu():
+    if cuda.available():
+        pytest.skip("a CUDA device is here")
+    result = invoke(VECDONE, "--device", "cuda")
+    assert result.exit_code == EXIT_BACKEND
+    assert "--device cpu" in result.output
+
+
+def test_op_the_generator_cannot_emit_is_named(tmp_path):
+    hlo = tmp_path / "m.hlo"
+    hlo.write_text("""
+HloModule m
+cmp { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT lt = pred[] compare(a, b), direction=LT }
+fused { p = f32[8] parameter(0)  e = f32[8] exponential(p)  ROOT s = f32[8] sort(e), dimensions={0}, to_apply=cmp }
+ENTRY e { p = f32[8] parameter(0)  ROOT f = f32[8] fusion(p), kind=kLoop, calls=fused }
+""")
+    result = invoke(hlo, "--device", "cpu", "--plan", "xla", "--repeat", "1", "--json")
+    plan = json.loads(result.output)["plans"][0]
+    assert plan["ok"] is False
+    assert "sort" in plan["error"] and "e/f" in plan["error"]
+
+
+def test_buffers_that_do_not_fit_are_refused_before_allocating(monkeypatch):
+    monkeypatch.setattr(CpuDevice, "free_memory", lambda self: 1 << 20)
+    allocated = []
+    monkeypatch.setattr(CpuDevice, "allocate", lambda self, shape: allocated.append(shape))
+    source = bench.load_source(str(VECDONE))
+    results = bench.run_plans(bench.make_plans(source, ["xla"]), CpuDevice(), repeat=1, warmup=0)
+    assert "refusing to allocate" in results[0].error and not allocated
+
+
+def test_loop_plan_that_does_not_apply_says_why():
+    source = bench.load_source(str(SAMPLES / "gpu-current-h100" / "softmax"))
+    results = bench.run_plans(bench.make_plans(source, ["xla", "loop"]), CpuDevice(), repeat=1, warmup=0)
+    assert results[0].ok and not results[1].ok
+    assert "no while loop" in results[1].error
+
+
+def test_inputs_from_a_file(tmp_path):
+    module = bench.load_source(str(SAMPLES / "gpu-current-h100" / "softmax")).after
+    arrays = random_inputs([(p.shape.dims, p.shape.element_type) for p in module.entry.parameters], 5)
+    np.savez(tmp_path / "in.npz", *arrays)
+    result = invoke(SAMPLES / "gpu-current-h100" / "softmax", "--device", "cpu", "--inputs", tmp_path / "in.npz",
+                    "--repeat", "1", "--json")
+    assert result.exit_code == 0, result.output
+    assert all(p["ok"] for p in json.loads(result.output)["plans"])
+
+
+@pytest.mark.gpu
+def test_bench_on_a_gpu():
+    if not cuda.available():
+        pytest.skip("no CUDA device and CuPy")
+    result = invoke(VECDONE, "--device", "cuda", "--plan", "unfused", "--plan", "xla", "--plan", "loop",
+                    "--repeat", "3", "--json")
+    assert result.exit_code == 0, result.output
+    plans = json.loads(result.output)["plans"]
+    assert all(p["ok"] for p in plans)
+    assert plans[1]["median_s"] < plans[0]["median_s"]
