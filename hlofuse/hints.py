@@ -27,7 +27,7 @@ _RNG_WORDS = ("threefry", "random_bits", "random_split", "_threefry_split", "jit
 
 @dataclass(frozen=True)
 class HintInput:
-    """What hint_for looks at (explain.py fills it)."""
+    """What hint_for looks at (hlofuse/explain fills it)."""
 
     rule: str
     tags: tuple[str, ...]

@@ -10,7 +10,7 @@ each describes a structural fact of the compiled program, not a heuristic.
 
 A rule here receives a `Candidate` whose `producer` and `consumer` are `graph.Node`s of the
 fused module (the producing kernel, and the consuming kernel or buffer) and whose `extra`
-carries what the edge tracer found (`crossing`, `loop`, `bytes`, ...; see hlofuse/explain.py).
+carries what the edge tracer found (`crossing`, `loop`, `bytes`, ...; see hlofuse/explain/).
 """
 
 from __future__ import annotations

@@ -1,0 +1,143 @@
+"""Trip counts of while loops: XLA's `known_trip_count` (which its runtime uses to run only the
+body), or a compare of a counter against a constant in the condition, with a constant start
+and step."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from .. import attributes, ir
+
+def trip_count(module: ir.Module, comp: ir.Computation, loop: ir.Instruction) -> tuple[int | None, str | None]:
+    """(trip count, where it came from): `backend_config` (XLA's `known_trip_count`, which the
+    runtime uses to skip the condition), `condition` (a compare of a counter against a
+    constant, with a constant start and step), or (None, None)."""
+    config = attributes.backend_config(loop)
+    known = config.get("known_trip_count") if isinstance(config, Mapping) else None
+    if isinstance(known, Mapping) and "n" in known:
+        try:
+            return int(known["n"]), "backend_config"
+        except (TypeError, ValueError):
+            pass
+    found = _trip_count_from_condition(module, comp, loop)
+    return (found, "condition") if found is not None else (None, None)
+
+
+_COMPARE = {"LT": lambda i, n: i < n, "LE": lambda i, n: i <= n, "GT": lambda i, n: i > n,
+            "GE": lambda i, n: i >= n, "NE": lambda i, n: i != n}
+
+
+def _trip_count_from_condition(module: ir.Module, comp: ir.Computation, loop: ir.Instruction) -> int | None:
+    cond = module.by_name.get((loop.attr("condition") or "").lstrip("%"))
+    body = module.by_name.get((loop.attr("body") or "").lstrip("%"))
+    if cond is None or body is None or not loop.operands:
+        return None
+    compare = _as_expression(module, cond, cond.root)
+    if compare is None or compare[0] != "compare":
+        return None
+    _, direction, lhs, rhs = compare
+    if lhs[0] == "const" and rhs[0] == "elem":
+        lhs, rhs = rhs, lhs
+        direction = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE"}.get(direction, direction)
+    if lhs[0] != "elem" or rhs[0] != "const" or direction not in _COMPARE:
+        return None
+    index, bound = lhs[1], rhs[1]
+    init = _constant_element(module, comp, loop.operands[0], index)
+    step_expr = _body_update(module, body, index)
+    if init is None or step_expr is None or step_expr == 0:
+        return None
+    i, n, test = init, 0, _COMPARE[direction]
+    # Closed form for the usual count-up loop; a bounded walk otherwise.
+    if direction in ("LT", "NE") and step_expr > 0 and bound >= i and (direction != "NE" or (bound - i) % step_expr == 0):
+        return math.ceil((bound - i) / step_expr)
+    while test(i, bound) and n < 10_000_000:
+        i += step_expr
+        n += 1
+    return n if n < 10_000_000 else None
+
+
+def _as_expression(module: ir.Module, comp: ir.Computation, instr: ir.Instruction, depth: int = 0):
+    """A tiny symbolic reading of a scalar: ('elem', k) for get-tuple-element k of the
+    parameter, ('const', v), ('compare', dir, a, b), ('add', a, b); looks into fusions."""
+    if depth > 12:
+        return None
+    op = instr.opcode
+    if op == "get-tuple-element" and comp[instr.operands[0]].opcode == "parameter":
+        return ("elem", attributes.integer(instr, "index", 0))
+    if op == "constant" and instr.shape.is_scalar and instr.literal is not None:
+        try:
+            return ("const", int(float(instr.literal)))
+        except ValueError:
+            return None
+    if op in ("copy", "bitcast", "convert", "reshape") and instr.operands:
+        return _as_expression(module, comp, comp[instr.operands[0]], depth + 1)
+    if op == "compare" and len(instr.operands) == 2:
+        a = _as_expression(module, comp, comp[instr.operands[0]], depth + 1)
+        b = _as_expression(module, comp, comp[instr.operands[1]], depth + 1)
+        if a is None or b is None:
+            return None
+        return ("compare", instr.attr("direction", ""), a, b)
+    if op == "add" and len(instr.operands) == 2:
+        a = _as_expression(module, comp, comp[instr.operands[0]], depth + 1)
+        b = _as_expression(module, comp, comp[instr.operands[1]], depth + 1)
+        if a is None or b is None:
+            return None
+        return ("add", a, b)
+    if op == "fusion":
+        fused = module.by_name.get(instr.fused_computation or "")
+        if fused is None:
+            return None
+        return _in_fusion(module, comp, instr, fused, fused.root, depth + 1)
+    return None
+
+
+def _in_fusion(module, comp, fusion, fused, instr, depth):
+    if instr.opcode == "parameter":
+        n = instr.parameter_number
+        if n < len(fusion.operands):
+            return _as_expression(module, comp, comp[fusion.operands[n]], depth + 1)
+        return None
+    if instr.opcode in ("compare", "add") and len(instr.operands) == 2:
+        a = _in_fusion(module, comp, fusion, fused, fused[instr.operands[0]], depth + 1)
+        b = _in_fusion(module, comp, fusion, fused, fused[instr.operands[1]], depth + 1)
+        if a is None or b is None:
+            return None
+        return ("compare", instr.attr("direction", ""), a, b) if instr.opcode == "compare" else ("add", a, b)
+    if instr.opcode in ("copy", "bitcast", "convert", "reshape") and instr.operands:
+        return _in_fusion(module, comp, fusion, fused, fused[instr.operands[0]], depth + 1)
+    if instr.opcode == "constant":
+        return _as_expression(module, fused, instr, depth + 1)
+    return None
+
+
+def _constant_element(module: ir.Module, comp: ir.Computation, name: str, index: int) -> int | None:
+    instr = comp[name]
+    for _ in range(8):
+        if instr.opcode == "tuple" and index < len(instr.operands):
+            value = comp[instr.operands[index]]
+            while value.opcode in ("copy", "bitcast") and value.operands:
+                value = comp[value.operands[0]]
+            expr = _as_expression(module, comp, value)
+            return expr[1] if expr is not None and expr[0] == "const" else None
+        if instr.opcode in ("copy", "bitcast") and instr.operands:
+            instr = comp[instr.operands[0]]
+            continue
+        return None
+    return None
+
+
+def _body_update(module: ir.Module, body: ir.Computation, index: int) -> int | None:
+    """The constant step by which the body changes loop element `index`."""
+    root = body.root
+    if root.opcode != "tuple" or index >= len(root.operands):
+        return None
+    expr = _as_expression(module, body, body[root.operands[index]])
+    if expr is None or expr[0] != "add":
+        return None
+    _, a, b = expr
+    if a == ("elem", index) and b[0] == "const":
+        return b[1]
+    if b == ("elem", index) and a[0] == "const":
+        return a[1]
+    return None

@@ -1,0 +1,183 @@
+"""The records an explanation is made of (frozen dataclasses; renderers read only these)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .. import ir
+
+UNKNOWN = "unknown"
+
+# ------------------------------------------------------------------------------------------
+# Records
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """Where the user's program made an instruction (metadata or the stack-frame tables)."""
+
+    file: str | None
+    line: int | None
+    op_name: str | None = None
+    function: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "op_name": self.op_name, "function": self.function}
+
+    def short(self) -> str:
+        if self.file is None and self.line is None:
+            return ""
+        return f"{self.file or '?'}:{self.line if self.line is not None else '?'}"
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """One kernel: a fusion, a library call, a copy, or another unfused instruction."""
+
+    name: str
+    kind: str  # kLoop | kInput | kOutput | kCustom | library | <opcode>
+    label: str  # "loop fusion", "library call (cuBLAS GEMM)", "copy", ...
+    computation: str
+    role: str  # role of its computation: entry, while_body, while_condition, branch, call, async
+    instructions: tuple[str, ...]  # what it computes (a fusion: its fused instructions)
+    root: str
+    library: str | None
+    bytes_out: int
+    source: SourceRef | None
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """One producer→consumer edge that crosses a kernel boundary, and why."""
+
+    producer: str  # the instruction whose value crosses (inside the producer kernel)
+    consumer: str  # the instruction that reads it (inside the consumer kernel), or the buffer
+    producer_kernel: str
+    consumer_kernel: str | None  # None when the consumer is a buffer (tuple) or control flow
+    producer_computation: str
+    consumer_computation: str
+    crossing: tuple[str, ...]  # () within a computation; loop-carried, loop-input, ...
+    rule: str
+    tags: tuple[str, ...]
+    reason: str
+    relaxable: bool | None
+    bytes: int
+    source: SourceRef | None
+    hint: str | None
+    xla_reason: str | None  # XLA's own reason, from its fusion log when the dump has one
+    agrees_with_xla: bool | None
+    explained_by: str  # boundary-rule | replay | pipeline | xla-log | none
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    via: tuple[str, ...] = ()  # buffers and views the value passes through
+    consumer_source: SourceRef | None = None
+    #: Which output of a tuple-shaped producer kernel crosses (a multi-output fusion's or a
+    #: custom call's tuple index path); () for a kernel with one output.
+    output: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ComputationSummary:
+    name: str
+    role: str
+    kernels: int
+    by_kind: Mapping[str, int]
+    #: How often the computation runs per execution of the program (None: unknown trip count).
+    runs: float | None
+
+
+@dataclass(frozen=True)
+class LoopSummary:
+    """A while loop: its kernels per iteration and in total."""
+
+    name: str
+    computation: str
+    body: str
+    condition: str
+    trip_count: int | None
+    trip_count_from: str | None  # backend_config | condition | None
+    body_kernels: int  # kernels of the body itself (nested loops' kernels not included)
+    condition_kernels: int
+    #: Whether the runtime evaluates the condition every iteration: not when the trip count is
+    #: in backend_config (XLA's WhileThunk then runs the body trip-count times; GPU and CPU).
+    condition_launched: bool
+    kernels_per_iteration: int  # launched per iteration, nested loops included when known
+    kernels_total: int | None  # launched by the whole loop, per execution of its computation
+    source: SourceRef | None
+    max_kernel_bytes: int = 0  # the largest output written by a kernel of the body
+
+
+@dataclass(frozen=True)
+class Explanation:
+    module: str
+    backend: str
+    pipeline: str | None
+    gpu: str | None
+    input: str | None
+    stage: str  # "fused" (explained as given) | "replayed" (fused by hlofuse first)
+    kernels: tuple[KernelInfo, ...]
+    boundaries: tuple[Boundary, ...]
+    computations: tuple[ComputationSummary, ...]
+    loops: tuple[LoopSummary, ...]
+    detected: str = ""  # why this backend/pipeline, when they were not given
+    notes: tuple[str, ...] = ()
+    xla_log: str | None = None
+    fused_module: ir.Module | None = field(default=None, repr=False, compare=False)
+
+    def by_rule(self) -> Counter:
+        return Counter(b.rule for b in self.boundaries)
+
+    @property
+    def unknown(self) -> int:
+        return sum(1 for b in self.boundaries if b.rule == UNKNOWN)
+
+    def summary(self) -> dict:
+        """The summary numbers every renderer shows (plain data)."""
+        runs = {c.name: c.runs for c in self.computations}
+        launches = _launches_total(self)
+        bytes_static = sum(b.bytes for b in self.boundaries)
+        bytes_run: float | None = 0
+        for b in self.boundaries:
+            r = runs.get(b.consumer_computation)
+            if r is None or bytes_run is None:
+                bytes_run = None
+            else:
+                bytes_run += b.bytes * r
+        by_rule = self.by_rule()
+        return {
+            "kernels": len(self.kernels),
+            "kernels_launched": launches,
+            "kernels_per_computation": [
+                {"computation": c.name, "role": c.role, "kernels": c.kernels, "by_kind": dict(c.by_kind),
+                 "runs": _num(c.runs)} for c in self.computations],
+            "loops": [
+                {"while": lp.name, "computation": lp.computation, "body": lp.body, "condition": lp.condition,
+                 "trip_count": lp.trip_count, "trip_count_from": lp.trip_count_from,
+                 "body_kernels": lp.body_kernels, "condition_kernels": lp.condition_kernels,
+                 "condition_launched": lp.condition_launched,
+                 "kernels_per_iteration": lp.kernels_per_iteration, "kernels_total": lp.kernels_total}
+                for lp in self.loops],
+            "boundaries": len(self.boundaries),
+            "boundaries_by_rule": dict(sorted(by_rule.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "unknown": self.unknown,
+            "bytes_across_boundaries": bytes_static,
+            "bytes_across_boundaries_per_run": _num(bytes_run),
+            "disagreements_with_xla": sum(1 for b in self.boundaries if b.agrees_with_xla is False),
+        }
+
+
+def _num(value):
+    if value is None:
+        return None
+    return int(value) if float(value).is_integer() else value
+
+
+def _launches_total(ex: Explanation) -> int | None:
+    total: float = 0
+    for c in ex.computations:
+        if c.runs is None:
+            return None
+        total += c.kernels * c.runs
+    return int(total)
