@@ -419,6 +419,9 @@ def _emit(d: _Drawing, title: str) -> str:
                 lines.append("      " + _node(node))
             lines.append("    }")
         lines.append("  }")
+    legend = _legend(d.edges)
+    if legend:
+        lines.append(legend)
     for e in _dedupe(d.edges):
         if e.src not in d.nodes or e.dst not in d.nodes:
             continue
@@ -437,6 +440,23 @@ def _emit(d: _Drawing, title: str) -> str:
         lines.append(f"  {e.src} -> {e.dst} [{', '.join(attrs)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+#: Names of the colour families in the legend.
+_FAMILY = {"#8e44ad": "loop", "#2e6fd8": "tuple (buffer)", "#2a9d3f": "library call", "#c77c02": "copy",
+           "#138d90": "control flow", "#1f4fbf": "concatenate / duplication", "#d35400": "expensive",
+           "#b03a8e": "reduction", "#b7950b": "budget", UNKNOWN_COLOR: "unknown", DEFAULT_COLOR: "other rule"}
+
+
+def _legend(edges: list[_Edge]) -> str:
+    """A small table of the edge colours the drawing uses (only those)."""
+    used = list(dict.fromkeys(e.color for e in edges if e.label))
+    if not used:
+        return ""
+    rows = "".join(f'<tr><td><font color="{c}">━━</font></td><td align="left">{_FAMILY.get(c, c)}</td></tr>'
+                   for c in used)
+    return ('  legend [shape=plaintext, fontsize=8, label=<<table border="0" cellborder="0" cellspacing="1">'
+            f'<tr><td colspan="2"><b>boundaries</b></td></tr>{rows}</table>>];')
 
 
 def _dedupe(edges: list[_Edge]) -> list[_Edge]:
