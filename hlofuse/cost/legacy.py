@@ -494,8 +494,27 @@ class LegacyPerformanceModel:
         if found is None:
             if len(self._previews) > 4096:
                 self._previews.clear()
-            found = self._previews[key] = analyse(preview_fusion(producer, consumer, self.cfg), self.cfg)
+            found = _merged_shape(producer, consumer, self.cfg)
+            if found is None:
+                found = analyse(preview_fusion(producer, consumer, self.cfg), self.cfg)
+            self._previews[key] = found
         return found
+
+
+def _merged_shape(producer: Node, consumer: Node, cfg: GpuConfig) -> FusionShape | None:
+    """The fused pair's analysis without building it (heroes through XLA's producer-consumer
+    adaptor, gpu.heroes.merged_heroes).  None when the pair must be built."""
+    from ..gpu.heroes import merged_heroes
+
+    pairs = merged_heroes(producer, consumer, cfg)
+    if pairs is None:
+        return None
+    inputs = [op for op in consumer.operands if op is not producer]
+    inputs += [op for op in producer.operands if not any(op is i for i in inputs)]
+    members = tuple(consumer.fused.nodes()) + (
+        tuple(producer.fused.nodes()) if producer.fused is not None else (producer,))
+    kind = str(analyse(consumer, cfg).backend_kind)
+    return FusionShape(tuple(r for r, _ in pairs), tuple(h for _, h in pairs), tuple(inputs), kind, members)
 
 
 def preview_fusion(producer: Node, consumer: Node, cfg: GpuConfig) -> Node:
@@ -570,10 +589,7 @@ def _element_shape(shape):
 
 def _may_prevent_vectorization(shape: FusionShape) -> bool:
     """MayPreventVectorization: ops the loop emitter does not vectorise well."""
-    roots = shape.roots
-    graph = roots[0].graph
-    nodes = graph.nodes() if graph is not None and graph.is_fusion_body else list(roots)
-    for n in nodes:
+    for n in shape.members or shape.roots:
         if n.opcode in ("reduce-window", "sort", "dot", "sine", "cosine", "tan", "power", "atan2"):
             return True
         if n.opcode == "concatenate" and len(n.operands) > 10:

@@ -29,6 +29,8 @@ class FusionShape:
     heroes: tuple[Node, ...]
     inputs: tuple[Node, ...]
     backend_kind: str = ""
+    #: Every instruction of the kernel (what MayPreventVectorization scans).
+    members: tuple[Node, ...] = ()
 
 
 def analyse(node: Node, cfg: GpuConfig) -> FusionShape:
@@ -37,8 +39,8 @@ def analyse(node: Node, cfg: GpuConfig) -> FusionShape:
         roots = tuple(fusion_roots(node.fused))
         heroes = tuple(find_non_trivial_hero(r, cfg) for r in roots)
         kind = str(backend_config(node).get("fusion_backend_config", {}).get("kind", ""))
-        return FusionShape(roots, heroes, tuple(node.operands), kind)
-    return FusionShape((node,), (node,), tuple(node.operands), "")
+        return FusionShape(roots, heroes, tuple(node.operands), kind, tuple(node.fused.nodes()))
+    return FusionShape((node,), (node,), tuple(node.operands), "", (node,))
 
 
 def _smallest_bits(nodes) -> int:

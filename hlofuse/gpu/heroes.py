@@ -13,7 +13,7 @@ import weakref
 from ..attributes import dimensions
 from ..graph import Node
 from .config import GpuConfig
-from .properties import is_elementwise, is_multi_output_fusion
+from .properties import fusion_roots, is_elementwise, is_multi_output_fusion
 from .reductions import is_contiguous_reduction, is_real_reduction_hero, reductions_mof_compatible
 from .shapes import equal, equal_ignoring_element_type, is_reshape_or_transpose_bitcast, reshape_is_bitcast, \
     transpose_is_bitcast
@@ -101,6 +101,89 @@ def _hero_tables(graph, cfg: GpuConfig):
             for user in node.users)
     found = cache[key] = (transposes, concats, nontrivial_below)
     return found
+
+
+def hero_search_reaches(root: Node, target: Node) -> bool:
+    """Whether FindNonTrivialHero, started at `root`, could look at `target` (a fused
+    parameter): `target` is reachable from `root` through intermediate ops.  When it is not,
+    fusing a producer in place of `target` cannot change the root's hero."""
+    graph = root.graph
+    cache = graph_cache(graph)
+    key = ("reaches", target.uid)
+    table = cache.get(key)
+    if table is None:
+        table = {}
+        for node in graph.post_order():
+            table[node.uid] = node is target or (
+                node.opcode != "parameter" and is_intermediate(node, 3)
+                and any(table.get(op.uid, False) for op in node.operands))
+        cache[key] = table
+    return table.get(root.uid, False)
+
+
+def merged_heroes(producer: Node, consumer: Node, cfg: GpuConfig) -> list[tuple[Node, Node]] | None:
+    """(root, hero) of every root of `producer` fused into the fusion `consumer`, as XLA's
+    producer-consumer fusion adaptor finds them, without building the fused computation:
+    searches that reach the consumer's parameter for the producer continue in the producer.
+    None when the pair is outside what this handles (an unfused consumer, a multi-output
+    producer)."""
+    if consumer.fused is None or (producer.fused is not None and producer.fused.root.opcode == "tuple"):
+        return None
+    body = consumer.fused
+    param = body.parameters[consumer.operand_index(producer)]
+    c_tr, c_cc, c_nb = _hero_tables(body, cfg)
+    if producer.fused is not None:
+        p_body, p_root = producer.fused, producer.fused.root
+        p_tr, p_cc, p_nb = _hero_tables(p_body, cfg)
+    else:
+        p_body, p_root = None, producer
+        p_tr = {producer.uid: (producer,) if tiled_transpose(producer, cfg) is not None else ()}
+        p_cc = {producer.uid: (producer,) if producer.opcode == "concatenate" else ()}
+        p_nb = {producer.uid: False}
+    param_users_nontrivial = c_nb.get(param.uid, False)
+
+    def in_producer(node: Node) -> bool:
+        return node is producer or (p_body is not None and node.graph is p_body)
+
+    def candidates(table_c, table_p, node: Node) -> list[Node]:
+        if in_producer(node):
+            found = list(table_p.get(node.uid, ()))
+        else:
+            found = list(table_c.get(node.uid, ()))
+            if hero_search_reaches(node, param):
+                found += [h for h in table_p.get(p_root.uid, ()) if not any(h is f for f in found)]
+        return found[:2]
+
+    def nontrivial_after(hero: Node) -> bool:
+        if in_producer(hero):
+            return p_nb.get(hero.uid, False) or param_users_nontrivial
+        return c_nb.get(hero.uid, False)
+
+    out = []
+    for root in fusion_roots(body):
+        if root is param:
+            root = p_root
+        hero = root
+        while is_intermediate(hero, 1):
+            op = hero.operands[0]
+            if op is param:
+                op = p_root
+            elif op.opcode == "parameter" or op.graph not in (body, p_body) or op.graph is None:
+                break
+            if op is producer and p_body is None:
+                hero = op
+                break
+            hero = op
+        chosen = None
+        for table_c, table_p in ((c_tr, p_tr), (c_cc, p_cc)):
+            found = candidates(table_c, table_p, hero)
+            if len(found) == 1 and not nontrivial_after(found[0]):
+                chosen = found[0]
+                break
+        if chosen is None:
+            chosen = hero if hero.opcode == "reduce" else root
+        out.append((root, chosen))
+    return out
 
 
 def find_non_trivial_hero(node: Node, cfg: GpuConfig) -> Node:
