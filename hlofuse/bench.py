@@ -6,7 +6,9 @@ A plan is a module to run:
                or, without one, XLA's fused module with every fusion inlined;
   xla          the fused module XLA made (after_optimizations, or the after-fusion snapshot),
                or the replay of the module before fusion when the dump has neither;
-  relax:RULE   the replay with a rule relaxed (`hlofuse fuse --relax RULE`);
+  replay       hlofuse's replay of XLA's fusion pipeline on the module before fusion;
+  relax:RULE   the replay with a rule relaxed (`hlofuse fuse --relax RULE`): compare it with
+               `replay` to see what relaxing alone changes;
   loop         `xla`, with each while loop whose body is elementwise per batch element run as
                one kernel with the loop inside (execute/loop.py) — the plan XLA cannot make.
 Every plan runs on the same inputs (execute/inputs.py, or the user's), its outputs are
@@ -197,6 +199,10 @@ def _make_plan(source: Source, name: str, gpu: str | None, progress) -> Plan:
         if name == "loop":
             return Plan(name, module, loop=True, origin=origin + ", while loops as one kernel")
         return Plan(name, module, origin=origin)
+    if name == "replay":
+        if progress:
+            progress(f"replaying the {source.pipeline} pipeline")
+        return Plan(name, _replay(source, (), gpu), origin=f"the {source.pipeline} replay")
     if name.startswith("relax:"):
         rules = tuple(r for r in name[len("relax:"):].split(",") if r)
         if not rules:
@@ -204,7 +210,7 @@ def _make_plan(source: Source, name: str, gpu: str | None, progress) -> Plan:
         if progress:
             progress(f"replaying the {source.pipeline} pipeline with {', '.join(rules)} relaxed")
         return Plan(name, _replay(source, rules, gpu), origin=f"the {source.pipeline} replay, {', '.join(rules)} relaxed")
-    raise InputError(f"unknown plan {name!r}; plans: unfused, xla, relax:RULE, loop")
+    raise InputError(f"unknown plan {name!r}; plans: unfused, xla, replay, relax:RULE, loop")
 
 
 # ------------------------------------------------------------------------------------------
@@ -289,16 +295,33 @@ def run_plans(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None 
               repeat: int = 5, warmup: int = 1, progress: Progress | None = None) -> list[PlanResult]:
     """Compile, check and time every plan; the reference is the evaluator on `unfused` (or the
     first plan that has a module)."""
+    progress = progress or Progress()
+    prepared = prepare(plans, device, inputs=inputs, seed=seed, progress=progress)
+    time_prepared([prepared], device, repeat=repeat, warmup=warmup, progress=progress)
+    return prepared.results
+
+
+@dataclass
+class Prepared:
+    """Plans compiled, checked and counted, ready to be timed."""
+
+    results: list[PlanResult]
+    runners: dict[str, object]
+
+
+def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = None, seed: int = 0,
+            progress: Progress | None = None) -> Prepared:
     from .execute.inputs import random_inputs, relative_error, tolerance
     from .execute.interp import evaluate
     from .execute.lower import lower
-    from .execute.runtime import Runner, median
+    from .execute.runtime import Runner
 
     progress = progress or Progress()
     results = {p.name: PlanResult(p.name, error=p.error, origin=p.origin) for p in plans}
+    ordered = [results[p.name] for p in plans]
     usable = [p for p in plans if p.module is not None]
     if not usable:
-        return list(results.values())
+        return Prepared(ordered, {})
     reference_plan = next((p for p in usable if p.name == "unfused"), usable[0])
     sig = signature(reference_plan.module)
     if inputs is None:
@@ -336,21 +359,34 @@ def run_plans(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None 
             result.error = str(err)
             result.ok = False
         progress.advance()
-    progress.stage("timing", total=repeat * len(runners))
-    for runner in runners.values():
+    return Prepared(ordered, runners)
+
+
+def time_prepared(groups: list[Prepared], device, *, repeat: int = 5, warmup: int = 1,
+                  progress: Progress | None = None) -> None:
+    """Time every prepared plan of every group, interleaved (A, B, C, ..., then again), so
+    that the machine's changing load affects them alike; medians and speedups over each
+    group's `unfused`."""
+    from .execute.runtime import median
+
+    progress = progress or Progress()
+    entries = [(result, group.runners[result.name]) for group in groups for result in group.results
+               if result.name in group.runners]
+    progress.stage("timing", total=repeat * len(entries))
+    for _, runner in entries:
         for _ in range(warmup):
             device.measure(runner.run)
-    for _ in range(repeat):  # interleaved: plan A, plan B, ..., then again
-        for name, runner in runners.items():
-            results[name].times.append(device.measure(runner.run))
+    for _ in range(repeat):
+        for result, runner in entries:
+            result.times.append(device.measure(runner.run))
             progress.advance()
-    for name in runners:
-        results[name].median_s = median(results[name].times)
-    base = results.get("unfused")
-    for r in results.values():
-        if base is not None and base.median_s and r.median_s:
-            r.speedup = base.median_s / r.median_s
-    return [results[p.name] for p in plans]
+    for result, _ in entries:
+        result.median_s = median(result.times)
+    for group in groups:
+        base = next((r for r in group.results if r.name == "unfused"), None)
+        for r in group.results:
+            if base is not None and base.median_s and r.median_s:
+                r.speedup = base.median_s / r.median_s
 
 
 def _etype(array: np.ndarray) -> str:

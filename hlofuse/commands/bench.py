@@ -43,8 +43,8 @@ class _Bar:
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
               help="cuda: CuPy on a GPU; cpu: the same kernels compiled by the C compiler; auto: cuda if there.")
 @click.option("--plan", "plans", multiple=True, metavar="PLAN",
-              help="unfused, xla, relax:RULE (the replay with RULE relaxed), loop (while loops as one "
-                   "kernel); repeatable (default: unfused and xla).")
+              help="unfused, xla, replay (hlofuse's replay of XLA's fusion), relax:RULE (the replay with RULE "
+                   "relaxed), loop (while loops as one kernel); repeatable (default: unfused and xla).")
 @click.option("--gpu", metavar="NAME|FILE", help="GPU description for relax: replays (default: from the dump).")
 @click.option("--repeat", default=5, show_default=True, type=click.IntRange(1), help="Timed runs per plan.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")

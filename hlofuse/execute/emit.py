@@ -46,6 +46,10 @@ FLOAT_FUNCTIONS = {
 }
 
 
+#: Reductions over at most this many elements are unrolled.
+UNROLL_REDUCTIONS = 8
+
+
 class EmitError(ExecutionError):
     """An instruction the kernel generator cannot write as per-element code."""
 
@@ -662,21 +666,37 @@ def _reduce(em, frame, instr, index):
     init_values = [em.one(frame, i, []) for i in inits]
     accs = _accumulators(em, list(instr.shape.leaves()), init_values)
     order = [d for d in reversed(src.minor_to_major) if d in dims]  # major → minor for locality
-    loop_vars = {d: em.loop_var(src.dims[d]) for d in order}
     operand_index = [Idx()] * src.rank
     for position, d in enumerate(kept):
         operand_index[d] = index[position]
-    for d, v in loop_vars.items():
-        operand_index[d] = Idx.of(v)
-    with _loops(em, [(loop_vars[d], src.dims[d]) for d in order]):
-        elems = [em.one(frame, v, operand_index) for v in values]
+
+    def step(at: list[Idx]) -> None:
+        elems = [em.one(frame, v, at) for v in values]
         hook = em.side_outputs.get((frame.uid, instr.name))
         if hook is not None:  # a reduction kernel's other outputs, written as the input is read
-            hook(operand_index)
+            hook(at)
         new = em.apply(instr.called[0], [[a] for a in accs] + [[e] for e in elems])
         tmp = [em.let(s.element_type, v) for s, v in zip(instr.shape.leaves(), new)]
         for a, t in zip(accs, tmp):
             em.line(f"{a} = {t};")
+
+    reduced = 1
+    for d in order:
+        reduced *= src.dims[d]
+    if reduced <= UNROLL_REDUCTIONS:
+        # a few elements: unrolled, with constant indices, so values the rest of the kernel
+        # computes at those indices are shared and concatenates pick their operand now
+        for position in itertools.product(*(range(src.dims[d]) for d in order)):
+            at = list(operand_index)
+            for d, p in zip(order, position):
+                at[d] = Idx.of(p)
+            step(at)
+        return accs
+    loop_vars = {d: em.loop_var(src.dims[d]) for d in order}
+    for d, v in loop_vars.items():
+        operand_index[d] = Idx.of(v)
+    with _loops(em, [(loop_vars[d], src.dims[d]) for d in order]):
+        step(operand_index)
     return accs
 
 
