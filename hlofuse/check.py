@@ -44,21 +44,41 @@ class _Index:
         #: Fusions that already exist before fusion (library fusions): name → their members,
         #: spelled as hlofuse.graph spells them (the instructions of the fused computation).
         self.fusion_members: dict[str, tuple[str, ...]] = {}
+        #: Operands are compared up to CSE twins, and a single-output fusion of the input stands
+        #: for its fused root: when XLA merges it into a bigger fusion (a Triton softmax absorbing
+        #: its epilogue), its instructions are found inside by structure (see _cse_classes).
+        self.same = _cse_classes(module) if module is not None else {}
+        bodies = []
         for instr in comp.instructions:
             if instr.opcode == "fusion" and module is not None and instr.fused_computation in module.by_name:
                 body = module.by_name[instr.fused_computation]
                 self.fusion_members[instr.name] = tuple(
                     i.name for i in body.instructions if i.opcode != "parameter")
+                if body.root.opcode not in ("tuple", "parameter"):
+                    bodies.append((instr, body))
+        for instr in comp.instructions:
             if instr.opcode == "parameter":
                 self.params[instr.parameter_number] = instr.name
-            key = _key(instr.opcode, instr.shape, tuple(instr.operands), instr)
+            key = _key(instr.opcode, instr.shape, self._aliased(instr.operands), instr)
             self.by_key.setdefault(key, []).append(instr.name)
+        for fusion, body in bodies:
+            outside = {p.name: fusion.operands[p.parameter_number] for p in body.parameters
+                       if p.parameter_number < len(fusion.operands)}
+            for inner in body.instructions:
+                if inner.opcode == "parameter":
+                    continue
+                operands = self._aliased(tuple(outside.get(op, op) for op in inner.operands))
+                self.by_key.setdefault(_key(inner.opcode, inner.shape, operands, inner), []).append(inner.name)
+
+    def _aliased(self, operands) -> tuple[str, ...]:
+        return tuple(self.same.get(op, op) for op in operands)
 
     def find(self, opcode: str, shape: ir.Shape, operands: tuple[str, ...], instr: ir.Instruction,
              name: str) -> str | None:
+        operands = self._aliased(operands)
         if name in self.comp.by_name:  # same name and same structure: take it
             same = self.comp.by_name[name]
-            if same.opcode == opcode and tuple(same.operands) == operands:
+            if same.opcode == opcode and self._aliased(same.operands) == operands:
                 return name
         names = self.by_key.get(_key(opcode, shape, operands, instr))
         return names[0] if names else None
@@ -98,7 +118,10 @@ def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index) -> 
             existing = None
             if all(isinstance(op, str) for op in mapped_ops):
                 existing = index.find("fusion", instr.shape, tuple(mapped_ops), instr, instr.name)
-            if existing is not None and existing in index.fusion_members:
+            body_size = sum(1 for i in module.by_name[instr.fused_computation].instructions
+                            if i.opcode != "parameter")
+            if (existing is not None and existing in index.fusion_members
+                    and len(index.fusion_members[existing]) == body_size):
                 # a fusion the input already had (e.g. an XLA:CPU library fusion): same kernel
                 value[instr.name] = existing
                 members[instr.name] = index.fusion_members[existing]
@@ -232,6 +255,44 @@ def xla_kernels(after: ir.Module, before: ir.Module) -> dict[str, dict[str, tupl
     return out
 
 
+def _cse_classes(module: ir.Module) -> dict[str, str]:
+    """Before-fusion instruction → the first instruction computing the same value (same opcode,
+    shape, attributes and equivalent operands; fused parameters stand for the fusion's
+    operands).  XLA's CSE inside fusions keeps one of such twins — a constant fused from two
+    places, the two copies of a scale factor when two Triton fusions merge — and either side
+    may keep the other twin, so kernels are compared up to these classes."""
+    cached = _CSE_CACHE.get(id(module))
+    if cached is not None and cached[0] is module:
+        return cached[1]
+    out: dict[str, str] = {}
+    first: dict[tuple, str] = {}
+
+    def visit(comp: ir.Computation, params: dict[int, str]) -> None:
+        for instr in comp.post_order:
+            if instr.opcode == "parameter":
+                out.setdefault(instr.name, params.get(instr.parameter_number, instr.name))
+                continue
+            operands = tuple(out.get(op, op) for op in instr.operands)
+            if instr.opcode == "fusion" and instr.fused_computation in module.by_name:
+                body = module.by_name[instr.fused_computation]
+                visit(body, {k: op for k, op in enumerate(operands)})
+            k = _key(instr.opcode, instr.shape, operands, instr)
+            out.setdefault(instr.name, first.setdefault(k, instr.name))
+            if instr.opcode == "fusion" and instr.fused_computation in module.by_name:
+                root = module.by_name[instr.fused_computation].root
+                if root.opcode not in ("tuple", "parameter"):
+                    out[instr.name] = out.get(root.name, root.name)
+
+    for comp in module.computations:
+        if comp.name not in module.fusion_computations:
+            visit(comp, {})
+    _CSE_CACHE[id(module)] = (module, out)
+    return out
+
+
+_CSE_CACHE: dict[int, tuple] = {}
+
+
 def compare(result: FusionResult, after: ir.Module) -> CheckResult:
     """Compare a replay's kernels with XLA's fused module `after`."""
     theirs = xla_kernels(after, result.input)
@@ -241,9 +302,14 @@ def compare(result: FusionResult, after: ir.Module) -> CheckResult:
     matches: list[KernelMatch] = []
     decisions: dict = {}
     total = reproduced = 0
+    same = _cse_classes(result.input)
+
+    def key(members) -> frozenset:
+        return frozenset(same.get(m, m) for m in members)
+
     for comp in sorted(set(theirs) | set(ours)):
-        x_by_set = {frozenset(m): n for n, m in theirs.get(comp, {}).items() if m}
-        o_by_set = {frozenset(m): n for n, m in ours.get(comp, {}).items() if m}
+        x_by_set = {key(m): n for n, m in theirs.get(comp, {}).items() if m}
+        o_by_set = {key(m): n for n, m in ours.get(comp, {}).items() if m}
         for members, name in x_by_set.items():
             total += 1
             if members in o_by_set:

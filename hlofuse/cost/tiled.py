@@ -97,6 +97,30 @@ def operand_tiles(node: "Node", tile: tuple[int, ...]) -> list[tuple[int, ...]]:
     return out
 
 
+def propagate_tiles(root: "Node", tile: tuple[int, ...]) -> dict[tuple[int, tuple[int, ...]], "Node"] | None:
+    """Every (instruction, tile) a block computes for output tile `tile`; None when an
+    instruction inside the fusion would need two different tiles (symbolic tile analysis
+    finds no tiling then: an instruction has one tiling)."""
+    tiles: dict[tuple[int, tuple[int, ...]], "Node"] = {}
+    tile_of: dict[int, tuple[int, ...]] = {}
+    stack = [(root, tuple(tile))]
+    while stack:
+        node, t = stack.pop()
+        key = (node.uid, t)
+        if key in tiles:
+            continue
+        if node.opcode != "parameter":
+            if node.uid in tile_of and tile_of[node.uid] != t:
+                return None
+            tile_of[node.uid] = t
+        tiles[key] = node
+        if node.opcode == "parameter":
+            continue
+        for operand, ot in zip(node.operands, operand_tiles(node, t)):
+            stack.append((operand, ot))
+    return tiles
+
+
 def _flops_per_element(model: "GpuPerformanceModel", node: "Node") -> int:
     """GpuPerformanceModelWithIndexingAnalysis::FlopsPerElement."""
     if node.opcode in _INDEXING_ONLY:
@@ -125,18 +149,9 @@ def estimate_tiled(model: "GpuPerformanceModel", fusion: "Node", tile: tuple[int
     root = body.root
     shape = root.shape
     blocks = prod(-(-d // max(t, 1)) for d, t in zip(shape.dims, tile)) if shape.dims else 1
-    tiles: dict[tuple[int, tuple[int, ...]], "Node"] = {}
-    stack = [(root, tuple(tile))]
-    while stack:
-        node, t = stack.pop()
-        key = (node.uid, t)
-        if key in tiles:
-            continue
-        tiles[key] = node
-        if node.opcode == "parameter":
-            continue
-        for operand, ot in zip(node.operands, operand_tiles(node, t)):
-            stack.append((operand, ot))
+    tiles = propagate_tiles(root, tuple(tile))
+    if tiles is None:
+        return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
     largest = max((_padded(t) for (_, t) in tiles), default=1)
     limit = _REGISTER_FRACTION * device.registers_per_block_limit
     if any(_padded(t) > limit for (uid, t), n in tiles.items() if n is root or n.opcode in ("parameter", "iota")):
@@ -195,6 +210,10 @@ def best_tiled(model: "GpuPerformanceModel", fusion: "Node") -> tuple["RunTime",
     best: RunTime | None = None
     candidates = []
     if len(dims) == 1:
+        t = 1
+        while t < dims[0]:
+            candidates.append((t,))
+            t *= 2
         candidates.append((dims[0],))
     else:
         t = 1

@@ -335,6 +335,34 @@ def triton_unsupported(c: Candidate):
     return None
 
 
+@rule(id="PF-TRITON-NOT-TILEABLE", name="pf-triton-not-tileable", passes=_PASSES, pipelines=_PIPELINES,
+      tags={"triton", "library", "legality"}, relaxable=False,
+      xla=_ref("PriorityFusionQueue::GetTiledRunTimeDataCached",
+               "Fusion can not be tiled with SymbolicTileAnalysis: No valid tilings found."),
+      message="{producer} fused into {consumer} would be a Triton fusion with no valid tiling: {why}")
+def triton_not_tileable(c: Candidate):
+    """A Triton fusion must have a tiling every instruction agrees on.
+
+    What it checks: after Triton's support check, XLA searches the tilings of the fused
+    computation (SymbolicTileAnalysis) and refuses the pair when none is valid.  hlofuse's
+    approximation (hlofuse/cost/tiled.py): an instruction that two paths need with different
+    tiles (a row reduction's input feeding a column reduction), or tiles too large for the
+    registers, leave no valid tiling.
+    Why XLA does this: Triton emits one tile per block; an instruction must be computed with
+    one tile shape.
+    Example:
+        y = f32[256,768] fusion(x), kind=kCustom, ...{"kind":"__triton"}   # a row normalisation
+        ROOT s = f32[768] reduce(y, zero), dimensions={0}                # a column reduction
+    Relaxing: not possible.
+    """
+    model = _state(c).model
+    runtime, tile, _ = model.triton_tiling(c.producer, c.consumer)
+    if not runtime.is_infinite:
+        return None
+    return objection(producer=c.producer.name, consumer=c.consumer.name,
+                     why="an instruction would need two different tiles, or no tile fits the registers")
+
+
 # -- the emitter-based checks ---------------------------------------------------------------
 
 
@@ -629,7 +657,7 @@ def can_fuse_rules() -> tuple[str, ...]:
 
 
 #: CanFuse when the producer or the consumer is a generic Triton fusion: CanFuseTriton decides.
-TRITON_RULES = HEAD_RULES + ("PF-TRITON-UNSUPPORTED", "GF-OPERAND-BUDGET")
+TRITON_RULES = HEAD_RULES + ("PF-TRITON-UNSUPPORTED", "GF-OPERAND-BUDGET", "PF-TRITON-NOT-TILEABLE")
 
 #: PriorityFusion::CanFuseConstant (small constants, after the queue).
 CONSTANT_RULES = SCATTER_RULES + ("PF-CONSTANT-USER-NOT-FUSIBLE",)
