@@ -337,7 +337,7 @@ def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = 
         try:
             if signature(plan.module) != sig:
                 raise ExecutionError(f"its inputs differ from the reference's ({plan.module.name})")
-            lowered = lower(plan.module, loop_kernels=plan.loop)
+            lowered = lower(plan.module, loop_kernels=plan.loop, loop_tile=getattr(device, "loop_tile", 1))
             result.notes += lowered.notes
             if plan.loop and not any(k.kind == "loop" for k in lowered.kernels):
                 raise ExecutionError("no while loop here runs as one kernel: " + "; ".join(lowered.notes)

@@ -3,8 +3,10 @@ library and called through ctypes, so fusion's effect is measured (and tested) w
 
 A kernel is one C function `void k(void** buffers)`; each loop nest of the kernel body
 (emit.Group) becomes nested `for` loops in the layout's major-to-minor order.  A launch is
-one ctypes call from the host loop (about a microsecond: it plays the part of the GPU's
-launch overhead).  Buffers are NumPy arrays holding elements in physical layout order.
+one ctypes call from the host loop (one to two microseconds: it plays the part of the GPU's
+launch overhead).  Buffers are NumPy arrays holding elements in physical layout order.  Runs
+are timed by the thread's CPU time (see CpuDevice), which a busy shared machine distorts far
+less than wall time.
 """
 
 from __future__ import annotations
@@ -173,9 +175,11 @@ class CpuDevice:
     """Buffers are NumPy arrays; kernels are C functions; time is perf_counter."""
 
     name = "cpu"
+    #: batch elements per loop-kernel call: a block, so each step reads the pool rows together
+    loop_tile = 64
 
     def describe(self) -> str:
-        return f"cpu ({cpu_name()}, {os.cpu_count()} cores, kernels compiled by {compiler()})"
+        return f"cpu ({cpu_name()}, {os.cpu_count()} cores, kernels compiled by {compiler()}, {self.clock} clock)"
 
     def free_memory(self) -> int:
         try:
@@ -216,9 +220,18 @@ class CpuDevice:
             return handle[0]
         return read
 
+    def __init__(self, clock: str | None = None):
+        #: "thread": CPU time of the thread running the (single-threaded) kernels, which other
+        #: processes' load does not inflate — on an idle machine it equals the wall time;
+        #: "wall": time.perf_counter.  HLOFUSE_CPU_CLOCK chooses when not given.
+        self.clock = clock or os.environ.get("HLOFUSE_CPU_CLOCK", "thread")
+        if self.clock not in ("thread", "wall"):
+            raise ValueError(f"unknown clock {self.clock!r}: thread or wall")
+
     def measure(self, run) -> float:
         import time
 
-        start = time.perf_counter()
+        now = time.thread_time if self.clock == "thread" else time.perf_counter
+        start = now()
         run()
-        return time.perf_counter() - start
+        return now() - start

@@ -1005,8 +1005,10 @@ def _elements(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int)
     dims = shape.dims
     names = _index_vars(em, gid, dims)
     index = [Idx.of(v) for v in names]
-    for (name, leaf, out_shape), arg in zip(outputs, out_args):
-        value = em.value(frame, name, index)[leaf]
+    # every value first, then the stores: an output may share its buffer with an input that
+    # another output still reads at this element
+    values = [em.value(frame, name, index)[leaf] for name, leaf, _ in outputs]
+    for (_, _, out_shape), arg, value in zip(outputs, out_args, values):
         em.line(f"{arg}[{linear(index, out_shape.dims, out_shape.minor_to_major).c()}] = {value};")
     return Group(dims, tuple(reversed(shape.minor_to_major)), names, em.lines)
 

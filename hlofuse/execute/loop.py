@@ -17,6 +17,7 @@ the host, with the reason in the plan's notes.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from math import prod
 
 from .. import ir
@@ -24,8 +25,10 @@ from . import emit
 from .emit import EmitError, Emitter, Frame, Group, Idx, KernelBody, ctype, linear
 from .index import delinear
 
-#: The largest per-thread row of state kept in locals (registers on a GPU).
+#: The largest per-element row of state kept in locals (registers on a GPU).
 MAX_ROW = 64
+#: Batch elements per CPU call of the loop kernel (a GPU thread takes one).
+CPU_TILE = 64
 
 
 class NotApplicable(Exception):
@@ -81,7 +84,7 @@ def loop_kernel(lowerer, scope, instr: ir.Instruction, init) -> tuple[int, objec
     name = lowerer.symbol(instr.name + "_loop")
     em = Emitter(module, label)
     try:
-        kernel_body = _emit(em, name, label, body, cond, slots, kinds, batch)
+        kernel_body = _emit(em, name, label, body, cond, slots, kinds, batch, lowerer.loop_tile)
     except EmitError as err:
         raise NotApplicable(str(err)) from None
     outputs = []
@@ -105,16 +108,27 @@ def loop_kernel(lowerer, scope, instr: ir.Instruction, init) -> tuple[int, objec
 
 
 def _emit(em: Emitter, name: str, label: str, body: ir.Computation, cond: ir.Computation,
-          slots: list[ir.Shape], kinds: list[str], batch: int) -> KernelBody:
+          slots: list[ir.Shape], kinds: list[str], batch: int, tile: int) -> KernelBody:
+    """Thread `i0_0` runs the loop for `tile` batch elements at once (step by step, element by
+    element, their state in local arrays): one element per GPU thread, a block of them per CPU
+    call so that each step reads the invariant arrays' rows of the block together."""
     out_args = {i: em.output_arg(("out", i), s.element_type) for i, s in enumerate(slots) if kinds[i] != "invariant"}
     em.depth = 0
     em.scopes = [{}]
-    b = "i0_0"
+    tile = max(1, min(tile, batch))
+    blocks = (batch + tile - 1) // tile
+    thread, lane, b = "i0_0", "lane", "bv"
+    em.ranges[thread] = (0, blocks - 1)
+    em.ranges[lane] = (0, tile - 1)
     em.ranges[b] = (0, batch - 1)
     rows = {i: tuple(slots[i].dims[1:]) for i, k in enumerate(kinds) if k == "batched"}
+    width = {i: prod(r) for i, r in rows.items()}
 
     def state(i: int) -> str:
         return f"s{i}"
+
+    def local(i: int, offset: str) -> str:
+        return f"{state(i)}[{lane}*{width[i]} + {offset}]" if tile > 1 else f"{state(i)}[{offset}]"
 
     def bind_element(number: int, k: int, index: list[Idx]) -> list[str]:
         s = slots[k]
@@ -127,24 +141,31 @@ def _emit(em: Emitter, name: str, label: str, body: ir.Computation, cond: ir.Com
             raise NotApplicable(f"the loop reads state element {k} ({s.to_text(False)}) at batch index "
                                 f"{index[0].c()}, not only at the thread's own element")
         offset = linear(index[1:], rows[k], tuple(range(len(rows[k]) - 1, -1, -1)))
-        return [f"{state(k)}[{offset.c()}]"]
+        return [local(k, offset.c())]
 
     def bind(number: int, index: list[Idx]) -> list[str]:
         raise NotApplicable("the loop body uses its state tuple other than through get-tuple-element")
 
-    # load this thread's state
+    @contextmanager
+    def lanes():
+        with em.block(f"for (i64 {lane} = 0; {lane} < {tile}; ++{lane})"):
+            em.line(f"const i64 {b} = {thread} * {tile} + {lane};")
+            with em.block(f"if ({b} < {batch})"):
+                yield
+
+    # load the state of this thread's elements
     for i, kind in enumerate(kinds):
-        s = slots[i]
-        t = ctype(s.element_type)
+        t = ctype(slots[i].element_type)
         if kind == "scalar":
-            em.line(f"{t} {state(i)} = {em.input_arg(('slot', i), s.element_type)}[0];")
+            em.line(f"{t} {state(i)} = {em.input_arg(('slot', i), slots[i].element_type)}[0];")
         elif kind == "batched":
-            source = em.input_arg(("slot", i), s.element_type)
-            n = prod(rows[i])
-            em.line(f"{t} {state(i)}[{max(n, 1)}];")
-            for r in range(n):
+            em.line(f"{t} {state(i)}[{max(width[i], 1) * tile}];")
+    with lanes():
+        for i in rows:
+            source = em.input_arg(("slot", i), slots[i].element_type)
+            for r in range(width[i]):
                 index = [Idx.of(b)] + _row_index(r, rows[i])
-                em.line(f"{state(i)}[{r}] = {em.load(source, s, index)};")
+                em.line(f"{local(i, str(r))} = {em.load(source, slots[i], index)};")
     with em.block("for (;;)"):
         cond_frame = Frame(cond, bind, bind_element=bind_element)
         with em.block(""):
@@ -152,30 +173,29 @@ def _emit(em: Emitter, name: str, label: str, body: ir.Computation, cond: ir.Com
             em.line(f"if (!{go}) break;")
         body_frame = Frame(body, bind, bind_element=bind_element)
         with em.block(""):
-            new = {}
-            for i, kind in enumerate(kinds):
-                operand = body.root.operands[i]
-                if kind == "scalar":
-                    new[i] = [em.let(slots[i].element_type, em.one(body_frame, operand, []))]
-                elif kind == "batched":
-                    new[i] = [em.let(slots[i].element_type,
-                                     em.one(body_frame, operand, [Idx.of(b)] + _row_index(r, rows[i])))
-                              for r in range(prod(rows[i]))]
-            for i, values in new.items():
-                if kinds[i] == "scalar":
-                    em.line(f"{state(i)} = {values[0]};")
-                else:
+            # scalars (the same for every element) first, from the old state...
+            scalars = {i: em.let(slots[i].element_type, em.one(body_frame, body.root.operands[i], []))
+                       for i, kind in enumerate(kinds) if kind == "scalar"}
+            # ...then each element's new row, computed whole before it is stored
+            with lanes():
+                new = {i: [em.let(slots[i].element_type,
+                                  em.one(body_frame, body.root.operands[i], [Idx.of(b)] + _row_index(r, rows[i])))
+                           for r in range(width[i])] for i in rows}
+                for i, values in new.items():
                     for r, v in enumerate(values):
-                        em.line(f"{state(i)}[{r}] = {v};")
+                        em.line(f"{local(i, str(r))} = {v};")
+            for i, v in scalars.items():
+                em.line(f"{state(i)} = {v};")
     # store it back
     for i, kind in enumerate(kinds):
-        s = slots[i]
         if kind == "scalar":
-            with em.block(f"if ({b} == 0)"):
+            with em.block(f"if ({thread} == 0)"):
                 em.line(f"{out_args[i]}[0] = {state(i)};")
-        elif kind == "batched":
-            for r in range(prod(rows[i])):
+    with lanes():
+        for i in rows:
+            s = slots[i]
+            for r in range(width[i]):
                 index = [Idx.of(b)] + _row_index(r, rows[i])
-                em.line(f"{out_args[i]}[{linear(index, s.dims, s.minor_to_major).c()}] = {state(i)}[{r}];")
-    group = Group((batch,), (0,), [b], em.lines)
+                em.line(f"{out_args[i]}[{linear(index, s.dims, s.minor_to_major).c()}] = {local(i, str(r))};")
+    group = Group((blocks,), (0,), [thread], em.lines)
     return KernelBody(name, em.args, [group], label=label)

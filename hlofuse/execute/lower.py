@@ -227,9 +227,10 @@ class Lowerer:
     """Turns a module into a Lowered program.  `loop_kernels` makes the `loop` plan: while
     loops whose body is elementwise per batch element become one kernel (execute/loop.py)."""
 
-    def __init__(self, module: ir.Module, *, loop_kernels: bool = False):
+    def __init__(self, module: ir.Module, *, loop_kernels: bool = False, loop_tile: int = 1):
         self.module = module
         self.loop_kernels = loop_kernels
+        self.loop_tile = loop_tile
         self.buffers: list[Buffer] = []
         self.kernels: list[Kernel] = []
         self.notes: list[str] = []
@@ -548,17 +549,21 @@ def _reads_at_same_index(module: ir.Module, comp: ir.Computation, live: _Livenes
     elementwise users)."""
     from ..opcodes import ELEMENTWISE
 
-    if instr.shape.is_tuple or _is_library(instr):
+    if _is_library(instr):
         return False
+    out_dims = {leaf.dims for leaf in instr.shape.leaves()}
+    if len(out_dims) != 1:  # a multi-output loop fusion: all outputs of one shape
+        return False
+    dims = out_dims.pop()
     numbers = [k for k, o in enumerate(instr.operands) if key in _flat(live.keys[o])]
     if instr.opcode != "fusion":
-        return instr.opcode in ELEMENTWISE and all(comp[instr.operands[k]].shape.dims == instr.shape.dims
+        return instr.opcode in ELEMENTWISE and all(comp[instr.operands[k]].shape.dims == dims
                                                    for k in numbers)
     body = module[instr.fused_computation.lstrip("%")]
     params = {p.parameter_number: p for p in body.parameters}
     for k in numbers:
         param = params.get(k)
-        if param is None or param.shape.dims != instr.shape.dims:
+        if param is None or param.shape.dims != dims:
             return False
         for user in body.users[param.name]:
             u = body[user]
@@ -611,5 +616,6 @@ def _bytes_read(comp: ir.Computation, number: int, full: int) -> int:
     return full
 
 
-def lower(module: ir.Module, *, loop_kernels: bool = False) -> Lowered:
-    return Lowerer(module, loop_kernels=loop_kernels).lower()
+def lower(module: ir.Module, *, loop_kernels: bool = False, loop_tile: int = 1) -> Lowered:
+    """`loop_tile`: batch elements one thread of a loop kernel takes (the device says)."""
+    return Lowerer(module, loop_kernels=loop_kernels, loop_tile=loop_tile).lower()
