@@ -243,6 +243,7 @@ class _RawInstr:
     column: int
     operand_shapes: list | None = None  # declared shape text per operand (long form), or None
     plain: bool = False  # every operand is a name (no nested instructions, no anonymous operands)
+    built: object = None  # the ir.Instruction, when the reader could make it at once
 
 
 @dataclass(slots=True)
@@ -428,12 +429,14 @@ def _raw_instruction(text: str, root, name: str, shape_text: str, opcode: str, o
     """The record of one instruction in the common form, from the pieces of its text: the
     head's groups, and text[attrs_start:attrs_end] holding its `, name=value` attributes."""
     attrs = []
+    rewritten = False
     if attrs_start < attrs_end:
         intern = sys.intern
         for a in _attr_regex().finditer(text, attrs_start, attrs_end):
             key, value = a.group(1, 2)
             # Short values (dimensions={1}, kind=kLoop, index=0, calls=...) repeat: share them.
             attrs.append((intern(key), intern(value) if len(value) < 48 else value))
+            rewritten = rewritten or key in _REWRITTEN_ATTRS
     opcode = sys.intern(opcode)
     operand_text = operand_list[1:-1]
     literal = None
@@ -465,8 +468,13 @@ def _raw_instruction(text: str, root, name: str, shape_text: str, opcode: str, o
             if any(not _is_name(o) for o in operands):
                 raise _located_error("expects an operand name (a literal is only valid in constant(...))",
                                      line, column)
-    return _RawInstr(_strip_percent(name), opcode, parse_shape(shape_text), operands, attrs, literal,
-                     root is not None, line, column, operand_shapes, True)
+    name = _strip_percent(name)
+    shape = parse_shape(shape_text)
+    built = None
+    if not rewritten and operand_shapes is None:  # nothing for assembly to resolve: make it now
+        built = ir.Instruction(name, opcode, shape, tuple(operands), tuple(attrs), literal, (), ir.Span(line, column))
+    return _RawInstr(name, opcode, shape, operands, attrs, literal, root is not None, line, column,
+                     operand_shapes, True, built)
 
 
 _WS = r"[ \t\f\r\n]"
@@ -1234,7 +1242,7 @@ class _Assembler:
 
         def build(ri: _RawInstr) -> ir.Instruction:
             if ri.plain:
-                instr = self.instruction(ri, ri.operands)
+                instr = ri.built or self.instruction(ri, ri.operands)
                 self.shapes[instr.name] = instr.shape
                 return instr
             names: list[str] = []

@@ -128,7 +128,7 @@ class _Checker:
                 if opcode == "conditional":
                     continue
                 raise self.error(f"{opcode} expects attribute {key}", instr)
-        if instr.shape not in _CHECKED_SHAPES:
+        if _CHECKED_SHAPES.get(id(instr.shape)) is not instr.shape:
             self.check_layouts(instr)
         checker = _CHECKERS.get(opcode, _UNSET)
         if checker is _UNSET:
@@ -158,7 +158,9 @@ class _Checker:
             if re.search(r"(?<![A-Z])P\(", layout.extra) and not sparse:
                 raise self.error("Layout has physical shape, but is not for a sparse array", instr)
         if len(_CHECKED_SHAPES) < 100_000:
-            _CHECKED_SHAPES.add(instr.shape)  # a pure function of the shape, and shapes repeat
+            # A pure function of the shape, and the parser shares one Shape object per spelling:
+            # keyed by identity (the value keeps the object alive, so its id is not reused).
+            _CHECKED_SHAPES[id(instr.shape)] = instr.shape
 
     # -- per-opcode checks (named op_<opcode>) ---------------------------------------------
     def op_constant(self, comp, instr, shapes) -> None:
@@ -330,8 +332,8 @@ _CHECKERS: dict = {}
 _UNSET = object()
 #: _async_kind by opcode, filled on first use.
 _ASYNC_KINDS: dict = {}
-#: Shapes whose layouts passed check_layouts.
-_CHECKED_SHAPES: set = set()
+#: Shapes whose layouts passed check_layouts, by id.
+_CHECKED_SHAPES: dict = {}
 
 
 @functools.lru_cache(maxsize=65536)
