@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-import hlofuse
 from hlofuse import bench
 from hlofuse.cli import main
-from hlofuse.errors import EXIT_BACKEND, EXIT_EXECUTE
+from hlofuse.errors import EXIT_BACKEND
 from hlofuse.execute import cuda
 from hlofuse.execute.cpu import CpuDevice
 from hlofuse.execute.inputs import random_inputs, relative_error

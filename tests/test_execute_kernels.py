@@ -4,14 +4,12 @@ lowering's buffer reuse; the loop plan."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import hlofuse
-from hlofuse.errors import ExecutionError
 from hlofuse.execute import cuda
 from hlofuse.execute.cpu import CpuDevice
 from hlofuse.execute.emit import EmitError

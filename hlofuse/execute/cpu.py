@@ -2,7 +2,7 @@
 library and called through ctypes, so fusion's effect is measured (and tested) without a GPU.
 
 A kernel is one C function `void k(void** buffers)`; each loop nest of the kernel body
-(emit.Group) becomes nested `for` loops in the layout's major-to-minor order.  A launch is
+(kernel.Group) becomes nested `for` loops in the layout's major-to-minor order.  A launch is
 one ctypes call from the host loop (one to two microseconds: it plays the part of the GPU's
 launch overhead).  Buffers are NumPy arrays holding elements in physical layout order.  Runs
 are timed by the thread's CPU time (see CpuDevice), which a busy shared machine distorts far
@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendUnavailable, ExecutionError
-from .emit import KernelBody, ctype
+from .emit import ctype
+from .kernel import KernelBody
 from .prelude import prelude
 
 CFLAGS = ("-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared", "-w")

@@ -17,7 +17,8 @@ import tempfile
 import numpy as np
 
 from ..errors import BackendUnavailable, ExecutionError
-from .emit import KernelBody, ctype
+from .emit import ctype
+from .kernel import KernelBody
 from .prelude import prelude
 
 BLOCK = 256
@@ -186,7 +187,6 @@ class CudaDevice:
 def library_call(cp, lowered, kernel, handles):
     """Dots and cuBLAS custom calls run on the GPU with CuPy's matmul (cuBLAS); any other
     library call runs on the host through the reference evaluator (the copies included)."""
-    from . import numeric
     from .cpu import library_call as host_call
     from .interp import GEMM_TARGETS, dot_dims
 

@@ -21,9 +21,8 @@ from contextlib import contextmanager
 from math import prod
 
 from .. import ir
-from . import emit
-from .emit import EmitError, Emitter, Frame, Group, Idx, KernelBody, ctype, linear
-from .index import delinear
+from .emit import EmitError, Emitter, Frame, Idx, ctype, linear
+from .kernel import Group, KernelBody
 
 #: The largest per-element row of state kept in locals (registers on a GPU).
 MAX_ROW = 64

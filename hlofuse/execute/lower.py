@@ -3,7 +3,7 @@ launch them, with buffers assigned — the part of XLA's thunk emitter and buffe
 that decides what runs where.
 
 Every kernel instruction of an executed computation becomes one kernel: a fusion or an
-unfused instruction a generated kernel (execute/emit.py), a dot, convolution, sort or
+unfused instruction a generated kernel (execute/kernel.py, execute/emit.py), a dot, convolution, sort or
 library custom call a library call (NumPy on the CPU, CuPy on the GPU), as XLA hands those
 to cuBLAS/cuDNN/its own emitters.  Parameters, constants, tuples, get-tuple-element and
 bitcasts are buffers, not kernels.  While loops run on the host as XLA runs them: with a
@@ -27,9 +27,9 @@ import numpy as np
 from .. import attributes as attrs
 from .. import ir
 from ..errors import ExecutionError
-from ..kernels import CONTROL
 from ..opcodes import NON_KERNEL
 from . import emit, numeric
+from .kernel import KernelBody, generate
 from .interp import THREEFRY_TARGETS, known_trip_count, literal_value
 
 Tree = Union[int, tuple, None]  # a buffer id, a tuple of trees, or a token
@@ -67,7 +67,7 @@ class Kernel:
     computation: str
     args: list[int]
     bytes: int
-    body: emit.KernelBody | None = None
+    body: KernelBody | None = None
     instr: ir.Instruction | None = None
     n_inputs: int = 0
     #: library calls: the shape of each argument as the instruction sees it
@@ -377,7 +377,7 @@ class Lowerer:
             return outputs
         comp = _kernel_computation(self.module, scope.comp, instr)
         in_place = self._in_place_ok(scope, instr) and _sole_user_is_root(comp)
-        body = emit.generate(self.module, comp, self.symbol(instr.name), in_place=in_place, label=label)
+        body = generate(self.module, comp, self.symbol(instr.name), in_place=in_place, label=label)
         if body.in_place:  # the result lives in the operand's buffer
             outputs = self._leaves(operands[body.in_place[0]])[0]
         else:
@@ -581,7 +581,7 @@ def _sole_user_is_root(comp: ir.Computation) -> bool:
     return operand.opcode == "parameter" and comp.users[operand.name] == (root.name,)
 
 
-def _generated_bytes(comp: ir.Computation, body: emit.KernelBody, args: list[Buffer], buffers) -> int:
+def _generated_bytes(comp: ir.Computation, body: KernelBody, args: list[Buffer], buffers) -> int:
     """Bytes a generated kernel moves: each input once (only the slices it reads when it
     reads it through slices), each output once (an in-place update: the update only)."""
     total = 0

@@ -1,0 +1,333 @@
+"""Whole kernels from a computation: which outputs share a loop nest, and the kernel
+shapes XLA's emitters have — a loop over the output elements, XLA's concatenate emitter
+(threads over the operands), its reduction emitter with side outputs, an in-place
+dynamic-update-slice (only the window is written) and scatter (a copy, then the updates).
+The per-element code inside comes from execute/emit.py; execute/cpu.py and execute/cuda.py
+wrap the loop nests for their target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import attributes as attrs
+from .. import ir
+from .emit import (_BITS, Arg, EmitError, Emitter, Frame, Idx, _clamped, _start_indices, ctype, linear)
+
+# ------------------------------------------------------------------------------------------
+# Whole kernels: output groups, in-place updates, scatter
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Group:
+    """One loop nest of a kernel: every element of `dims` computed by `body`, which reads
+    the index variables `vars` (one per logical dimension).  `order` lists the dimensions
+    major to minor (the order the CPU loops nest in and CUDA threads are numbered by).
+    Groups of one phase may run concurrently; a later phase waits for the earlier ones."""
+
+    dims: tuple[int, ...]
+    order: tuple[int, ...]
+    vars: list[str]
+    body: list[str]
+    phase: int = 0
+
+    @property
+    def elements(self) -> int:
+        n = 1
+        for d in self.dims:
+            n *= d
+        return n
+
+
+@dataclass
+class KernelBody:
+    """A generated kernel, target-independent: arguments, loop nests, helper functions.
+    `in_place` maps an output to the parameter whose buffer it must share."""
+
+    name: str
+    args: list[Arg]
+    groups: list[Group]
+    functions: list[str] = field(default_factory=list)
+    in_place: dict[int, int] = field(default_factory=dict)
+    label: str = ""
+    #: Set by the caller once buffers are bound: no two arguments share memory.
+    distinct_args: bool = False
+
+    @property
+    def phases(self) -> int:
+        return 1 + max((g.phase for g in self.groups), default=0)
+
+
+def output_leaves(comp: ir.Computation) -> list[tuple[str, int, ir.Shape]]:
+    """The kernel's outputs: (instruction, leaf of its value, shape) for each, in order."""
+    root = comp.root
+    if root.opcode == "tuple":
+        out = []
+        for operand in root.operands:
+            shape = comp[operand].shape
+            out += [(operand, k, leaf) for k, leaf in enumerate(shape.leaves())]
+        return out
+    return [(root.name, k, leaf) for k, leaf in enumerate(root.shape.leaves())]
+
+
+def _param_frame(em: Emitter, comp: ir.Computation) -> Frame:
+    shapes = {p.parameter_number: p.shape for p in comp.parameters}
+
+    def bind(number: int, index: list[Idx]) -> list[str]:
+        shape = shapes[number]
+        if shape.is_tuple:
+            raise EmitError(f"kernel {em.kernel}: tuple-shaped parameter {number} is not supported")
+        buffer = em.input_arg(("param", number), shape.element_type)
+        return [em.let(shape.element_type, em.load(buffer, shape, index if shape.dims else []), "p")]
+
+    return Frame(comp, bind)
+
+
+def _index_vars(em: Emitter, group_id: int, dims: tuple[int, ...], prefix: str = "i") -> list[str]:
+    names = []
+    for d, size in enumerate(dims):
+        name = f"{prefix}{group_id}_{d}"
+        em.ranges[name] = (0, max(size - 1, 0))
+        names.append(name)
+    return names
+
+
+def _start_group(em: Emitter) -> None:
+    em.lines = []
+    em.depth = 0
+    em.scopes = [{}]
+
+
+def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bool = False,
+             label: str = "") -> KernelBody:
+    """The kernel computing `comp` (a fused computation, or one instruction wrapped as one).
+    With `in_place`, a root dynamic-update-slice or scatter whose operand is a parameter
+    writes into that parameter's buffer (the caller must make the buffers the same)."""
+    em = Emitter(module, label or name)
+    leaves = output_leaves(comp)
+    out_args = [em.output_arg(("out", k), shape.element_type) for k, (_, _, shape) in enumerate(leaves)]
+    root = comp.root
+    groups: list[Group] = []
+    body = KernelBody(name, em.args, groups, label=label or name)
+    frame = _param_frame(em, comp)
+    operand0 = comp[root.operands[0]] if root.operands else None
+    can_alias = in_place and operand0 is not None and operand0.opcode == "parameter" and len(leaves) == 1
+    if root.opcode == "dynamic-update-slice" and can_alias:
+        body.in_place[0] = operand0.parameter_number
+        groups.append(_dus_in_place(em, frame, root, out_args[0]))
+        return body
+    if root.opcode == "scatter":
+        if len(leaves) != 1:
+            raise EmitError(f"kernel {em.kernel}: variadic scatter ({root.name}) is not supported")
+        if can_alias:
+            body.in_place[0] = operand0.parameter_number
+        else:
+            groups.append(_elements(em, frame, [(root.operands[0], 0, leaves[0][2])], out_args, 0))
+        groups.append(_scatter(em, frame, root, out_args[0], len(groups), body))
+        return body
+    hero = concatenate_hero(comp)
+    if hero is not None and len(leaves) == 1:
+        groups.append(_by_concatenate_operand(em, frame, hero, leaves[0][2], out_args[0]))
+        return body
+    hero = reduction_hero(comp, leaves)
+    if hero is not None:
+        groups.append(_reduction_with_side_outputs(em, frame, hero, leaves, out_args))
+        return body
+    by_dims: dict[tuple[int, ...], list[int]] = {}
+    for k, (_, _, shape) in enumerate(leaves):
+        by_dims.setdefault(shape.dims, []).append(k)
+    for gid, ks in enumerate(by_dims.values()):
+        groups.append(_elements(em, frame, [leaves[k] for k in ks], [out_args[k] for k in ks], gid))
+    return body
+
+
+def _elements(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int) -> Group:
+    """A loop over the elements of outputs that share their dimensions."""
+    _start_group(em)
+    shape = outputs[0][2]
+    dims = shape.dims
+    names = _index_vars(em, gid, dims)
+    index = [Idx.of(v) for v in names]
+    # every value first, then the stores: an output may share its buffer with an input that
+    # another output still reads at this element
+    values = [em.value(frame, name, index)[leaf] for name, leaf, _ in outputs]
+    for (_, _, out_shape), arg, value in zip(outputs, out_args, values):
+        em.line(f"{arg}[{linear(index, out_shape.dims, out_shape.minor_to_major).c()}] = {value};")
+    return Group(dims, tuple(reversed(shape.minor_to_major)), names, em.lines)
+
+
+def reduction_hero(comp: ir.Computation, leaves) -> ir.Instruction | None:
+    """A multi-output reduction fusion (XLA's reduction emitter with extra outputs): one
+    output is a reduce, every other output has the shape of the reduce's input."""
+    if comp.root.opcode != "tuple" or len(leaves) < 2:
+        return None
+    reduces = [comp[name] for name, _, _ in leaves if comp[name].opcode == "reduce"]
+    names = {r.name for r in reduces}
+    if len(names) != 1:
+        return None
+    hero = reduces[0]
+    dims = comp[hero.operands[0]].shape.dims
+    if all(name == hero.name or shape.dims == dims for name, _, shape in leaves):
+        return hero
+    return None
+
+
+def _reduction_with_side_outputs(em: Emitter, frame: Frame, hero: ir.Instruction, leaves, out_args) -> Group:
+    """One loop nest over the reduce's output; inside the reduction loop each input element
+    is computed once and the other outputs are stored at its index."""
+    _start_group(em)
+    dims = hero.shape.leaves().__next__().dims
+    names = _index_vars(em, 0, dims)
+    index = [Idx.of(v) for v in names]
+    side = [(leaf, arg) for leaf, arg in zip(leaves, out_args) if leaf[0] != hero.name]
+    mine = [(leaf, arg) for leaf, arg in zip(leaves, out_args) if leaf[0] == hero.name]
+
+    def store(full_index: list[Idx]) -> None:
+        for (name, k, shape), arg in side:
+            value = em.value(frame, name, full_index)[k]
+            em.line(f"{arg}[{linear(full_index, shape.dims, shape.minor_to_major).c()}] = {value};")
+
+    em.side_outputs[(frame.uid, hero.name)] = store
+    values = em.value(frame, hero.name, index)
+    del em.side_outputs[(frame.uid, hero.name)]
+    for (name, k, shape), arg in mine:
+        em.line(f"{arg}[{linear(index, shape.dims, shape.minor_to_major).c()}] = {values[k]};")
+    order = tuple(reversed(next(iter(hero.shape.leaves())).minor_to_major))
+    return Group(dims, order, names, em.lines)
+
+
+def concatenate_hero(comp: ir.Computation) -> ir.Instruction | None:
+    """The concatenate a kernel's root computes elementwise from, if there is exactly one
+    (XLA's concatenate fusions: the concatenate as hero, elementwise ops after it)."""
+    from ..opcodes import ELEMENTWISE
+
+    root = comp.root
+    if root.shape.is_tuple:
+        return None
+    found: dict[str, ir.Instruction] = {}
+    seen: set[str] = set()
+    stack = [root]
+    while stack:
+        instr = stack.pop()
+        if instr.name in seen:
+            continue
+        seen.add(instr.name)
+        if instr.shape.dims != root.shape.dims:
+            continue
+        if instr.opcode == "concatenate":
+            found[instr.name] = instr
+        elif instr.opcode in ELEMENTWISE:
+            stack.extend(comp[o] for o in instr.operands)
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
+def _by_concatenate_operand(em: Emitter, frame: Frame, hero: ir.Instruction, out_shape: ir.Shape, out: str) -> Group:
+    """XLA's concatenate emitter: threads run over the operands' index space and each writes
+    every operand's element to its place in the output, so values the operands share at an
+    index (the cart-pole's sine and cosine) are computed once, with no branch per element."""
+    _start_group(em)
+    comp = frame.comp
+    axis = attrs.dimensions(hero)[0]
+    shapes = [comp[o].shape for o in hero.operands]
+    dims = tuple(max(s.dims[d] for s in shapes) for d in range(out_shape.rank))
+    names = _index_vars(em, 0, dims)
+    index = [Idx.of(v) for v in names]
+    offset = 0
+    for operand, shape in zip(hero.operands, shapes):
+        size = shape.dims[axis]
+        if size == 0 or any(d == 0 for d in shape.dims):
+            continue
+        out_index = list(index)
+        out_index[axis] = index[axis] + offset
+        guard = [f"{names[d]} < {shape.dims[d]}" for d in range(len(dims)) if shape.dims[d] < dims[d]]
+
+        def piece(operand=operand, out_index=out_index):
+            value = em.value(frame, operand, index)
+            em.scopes[-1][(frame.uid, hero.name, tuple(i.key() for i in out_index))] = value
+            result = em.value(frame, comp.root_name, out_index)[0]
+            em.line(f"{out}[{linear(out_index, out_shape.dims, out_shape.minor_to_major).c()}] = {result};")
+
+        if guard:
+            with em.block(f"if ({' && '.join(guard)})"):
+                piece()
+        else:
+            piece()
+        offset += size
+    return Group(dims, tuple(reversed(out_shape.minor_to_major)), names, em.lines)
+
+
+def _dus_in_place(em: Emitter, frame: Frame, root: ir.Instruction, out: str) -> Group:
+    """Only the updated window is written; the rest of the buffer keeps the operand."""
+    _start_group(em)
+    operand_shape = frame.comp[root.operands[0]].shape
+    update_shape = frame.comp[root.operands[1]].shape
+    names = _index_vars(em, 0, update_shape.dims, "u")
+    index = [Idx.of(v) for v in names]
+    starts = _start_indices(em, frame, root.operands[2:], operand_shape.rank)
+    offsets = [_clamped(em, frame, s, d - u) for s, d, u in zip(starts, operand_shape.dims, update_shape.dims)]
+    value = em.one(frame, root.operands[1], index)
+    target = [ix + off for ix, off in zip(index, offsets)]
+    em.line(f"{out}[{linear(target, operand_shape.dims, operand_shape.minor_to_major).c()}] = {value};")
+    return Group(update_shape.dims, tuple(reversed(update_shape.minor_to_major)), names, em.lines)
+
+
+def _scatter(em: Emitter, frame: Frame, root: ir.Instruction, out: str, phase: int, body: KernelBody) -> Group:
+    """Every update element combined into its target; windows starting out of bounds are
+    skipped whole (XLA's scatter).  The combine runs through HF_COMBINE_<bytes>: in order
+    on the CPU, as a compare-and-swap loop on the GPU."""
+    _start_group(em)
+    comp = frame.comp
+    operand, indices, updates = root.operands
+    op_shape, idx_shape, upd_shape = comp[operand].shape, comp[indices].shape, comp[updates].shape
+    uwd = attrs.ints(root, "update_window_dims")
+    inserted = attrs.ints(root, "inserted_window_dims")
+    to_operand = attrs.ints(root, "scatter_dims_to_operand_dims")
+    ivd = attrs.integer(root, "index_vector_dim", idx_shape.rank)
+    input_batching = attrs.ints(root, "input_batching_dims")
+    indices_batching = attrs.ints(root, "scatter_indices_batching_dims")
+    names = _index_vars(em, phase, upd_shape.dims, "s")
+    index = [Idx.of(v) for v in names]
+    scatter_dims = [d for d in range(upd_shape.rank) if d not in uwd]
+    batch = [index[d] for d in scatter_dims]
+    window_dims = [d for d in range(op_shape.rank) if d not in inserted and d not in input_batching]
+    idx_batch_axes = [d for d in range(idx_shape.rank) if d != ivd]
+    conditions, target = [], []
+    for d in range(op_shape.rank):
+        size = upd_shape.dims[uwd[window_dims.index(d)]] if d in window_dims else 1
+        if d in to_operand:
+            pos, it = [], iter(batch)
+            for a in range(idx_shape.rank):
+                pos.append(Idx.of(to_operand.index(d)) if a == ivd else next(it))
+            start = em.var(f"(i64){em.one(frame, indices, pos)}", -(1 << 62), 1 << 62)
+            conditions.append(f"{start} >= 0 && {start} <= {op_shape.dims[d] - size}")
+            ix = Idx.of(start)
+        elif d in input_batching:
+            ix = batch[idx_batch_axes.index(indices_batching[input_batching.index(d)])]
+        else:
+            ix = Idx()
+        if d in window_dims:
+            ix = ix + index[uwd[window_dims.index(d)]]
+        target.append(ix)
+    et = root.shape.element_type
+    fn = f"{body.name}_combine"
+    body.functions.append(_scalar_function(em.module, root.called[0], fn, et, em.kernel))
+    value = em.one(frame, updates, index)
+    offset = linear(target, op_shape.dims, op_shape.minor_to_major).c()
+    statement = f"HF_COMBINE_{_BITS[et] // 8}({ctype(et)}, &{out}[{offset}], {value}, {fn});"
+    if conditions:
+        with em.block(f"if ({' && '.join(conditions)})"):
+            em.line(statement)
+    else:
+        em.line(statement)
+    return Group(upd_shape.dims, tuple(reversed(upd_shape.minor_to_major)), names, em.lines, phase)
+
+
+def _scalar_function(module: ir.Module, comp_name: str, fn: str, et: str, kernel: str) -> str:
+    """A reducer as a C function of two scalars."""
+    em = Emitter(module, kernel)
+    em.depth = 1
+    frame = em.call_frame(comp_name, [["a"], ["b"]])
+    result = em.value(frame, frame.comp.root_name, [])[0]
+    t = ctype(et)
+    return "\n".join([f"HF_FN {t} {fn}({t} a, {t} b) {{"] + em.lines + [f"  return {result};", "}"])
