@@ -392,3 +392,38 @@ def test_in_place_pairs_trace_through_fusion_roots():
     program = Program.from_module(hlofuse.loads(IN_PLACE_CASES["IF-INPLACE-MULTIPLE-DUS"][0]))
     f = program.entry.root
     assert rif.in_place_pairs(f) == [(0, (0,)), (2, (1,))]
+
+
+def test_wide_consumer_reachability_sweep_matches_the_search(monkeypatch):
+    """The do-not-duplicate set is the same whether reachability through a many-operand
+    consumer is answered by one backward sweep or by a forward search per producer."""
+    from hlofuse.passes import instruction_fusion as driver
+    from hlofuse.passes.cpu import CpuPolicy
+
+    lines = ["HloModule m", "ENTRY e {", "  x = f32[8] parameter(0)", "  y = f32[8] parameter(1)"]
+    outs = []
+    for k in range(40):
+        prev = f"s{k - 1}" if k else "x"
+        lines += [f"  a{k} = f32[8] add({prev}, y)", f"  s{k} = f32[8] sine(a{k})"]
+        outs += [f"a{k}", f"s{k}"]
+    lines += [f"  ROOT t = ({', '.join(['f32[8]'] * len(outs))}) tuple({', '.join(outs)})", "}"]
+    text = "\n".join(lines)
+
+    def sets():
+        program = Program.from_module(hlofuse.loads(text))
+        ctx = make_context(Options(backend="cpu"))
+        ctx.pass_name = "fusion"
+        run = driver.FusionRun(InstructionFusion(CpuPolicy()), program, ctx)
+        CpuPolicy().start_run(run)
+        run.cache["cpu_skip"] = set()
+        run.graph = program.entry
+        post = program.entry.post_order()
+        run._post_position = {n.uid: i for i, n in enumerate(post)}
+        run._post_list = post
+        refused = run._globally_unfusible(post)
+        return {n.name for n in post if n.uid in refused}
+
+    swept = sets()
+    monkeypatch.setattr(driver, "_WIDE", 10**9)
+    searched = sets()
+    assert swept == searched and len(swept) > 10

@@ -148,6 +148,8 @@ class FusionRun:
         self._position: dict[int, int] = {}
         self._reach: dict[int, _Reach] = {}
         self._post_position: dict[int, int] = {}
+        self._post_list: list[Node] = []
+        self._wide_reach: dict[int, tuple[dict[int, int], dict[int, int]]] = {}
         self._pending: dict[int, tuple] = {}
         #: consumer uid → the fusion that replaced it (for members when decisions are flushed)
         self._current: dict[int, Node] = {}
@@ -184,6 +186,8 @@ class FusionRun:
         self._reach = {}
         post_order = graph.post_order()
         self._post_position = {node.uid: i for i, node in enumerate(post_order)}
+        self._post_list = post_order
+        self._wide_reach = {}
         self.do_not_duplicate = self._globally_unfusible(post_order) if self.may_duplicate else {}
         if not fuse_it:
             return False
@@ -212,10 +216,13 @@ class FusionRun:
         if not rif.is_fusible(producer):
             self._record(consumer, i, self.evaluate(("IF-PRODUCER-NOT-FUSIBLE",), consumer, i))
             return False
-        outcome = self.evaluate(("IF-DO-NOT-DUPLICATE",), consumer, i)
-        if outcome.allowed:
-            second = self.policy.should_fuse(self, consumer, i)
-            outcome = Outcome(second.blocked_by, second.facts, outcome.relaxed + second.relaxed)
+        if producer.uid in self.do_not_duplicate:
+            outcome = self.evaluate(("IF-DO-NOT-DUPLICATE",), consumer, i)
+            if outcome.allowed:  # relaxed by the user
+                second = self.policy.should_fuse(self, consumer, i)
+                outcome = Outcome(second.blocked_by, second.facts, outcome.relaxed + second.relaxed)
+        else:
+            outcome = self.policy.should_fuse(self, consumer, i)
         if outcome.allowed:
             fusion = self._fuse(producer, consumer, multi_output=False)
             self._after_fusion(fusion, producer, consumer, outcome)
@@ -312,6 +319,28 @@ class FusionRun:
             reach = self._reach[producer.uid] = _Reach(producer)
         return reach.reaches(target, pos)
 
+    def _operand_reach(self, consumer: "Node") -> tuple[dict[int, int], dict[int, int]]:
+        """For a consumer with many operands (an output tuple, a big concatenate): for every
+        node, which of the consumer's operands it reaches, as a bit mask.  One backward sweep
+        answers what would otherwise be one forward search per producer over most of the graph."""
+        cached = self._wide_reach.get(consumer.uid)
+        if cached is not None:
+            return cached
+        index: dict[int, int] = {}
+        for op in consumer.operands:
+            index.setdefault(op.uid, len(index))
+        pos = self._post_position
+        limit = max((pos.get(op.uid, -1) for op in consumer.operands), default=-1)
+        bits: dict[int, int] = {}
+        for node in reversed(self._post_list[:limit + 1]):
+            mask = 1 << index[node.uid] if node.uid in index else 0
+            for user in node.users:
+                mask |= bits.get(user.uid, 0)
+            if mask:
+                bits[node.uid] = mask
+        self._wide_reach[consumer.uid] = (bits, index)
+        return bits, index
+
     def _globally_unfusible(self, post_order: list["Node"]) -> dict[int, dict]:
         """Producers that read more than they write and cannot be fused into all their users."""
         out: dict[int, dict] = {}
@@ -350,8 +379,13 @@ class FusionRun:
         if key in memo:
             return None if memo[key] else f"it cannot be fused into {consumer.name}"
         why = None
+        wide = self._operand_reach(consumer) if len(consumer.operands) > _WIDE else None
         for i, operand in enumerate(consumer.operands):
-            if not self._reachable(producer, operand):
+            if wide is not None:
+                bits, index = wide
+                if not (bits.get(producer.uid, 0) >> index[operand.uid]) & 1:
+                    continue
+            elif not self._reachable(producer, operand):
                 continue
             if operand.uid in self.do_not_duplicate:
                 why = f"{operand.name} cannot be duplicated into {consumer.name}"
@@ -425,6 +459,10 @@ class FusionRun:
                 producer_members=members_of(producer), consumer_members=members_of(live),
                 source=source_location(self.program, producer), **fields)
         self._pending.clear()
+
+
+#: Consumers with more operands than this answer reachability with one sweep (_operand_reach).
+_WIDE = 16
 
 
 class _Reach:
