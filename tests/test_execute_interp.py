@@ -163,3 +163,15 @@ ENTRY e {
 }""")
     with pytest.raises(ExecutionError, match="constant c is elided"):
         evaluate(module, [np.ones(100, np.float32)])
+
+
+@pytest.mark.parametrize("case", sorted(__import__("json").loads((DATA / "rng_bit_generator.json").read_text())))
+def test_rng_bit_generator_matches_xla(case):
+    """XLA:CPU's expansion of rng-bit-generator (Philox by default, ThreeFry), bit for bit."""
+    import json
+
+    data = json.loads((DATA / "rng_bit_generator.json").read_text())[case]
+    module = hlofuse.loads(data["hlo"])
+    state, bits = evaluate(module, [np.array(data["key"], np.uint32)])
+    assert state.reshape(-1).tolist() == data["state"]
+    assert bits.reshape(-1).tolist() == data["bits"]

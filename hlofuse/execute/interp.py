@@ -636,9 +636,14 @@ def _single_device_collective(ev, instr, ops):
 
 @handles("rng-bit-generator")
 def _rng_bit_generator(ev, instr, ops):
-    raise ExecutionError(f"{instr.name}: rng-bit-generator is not supported by the evaluator "
-                         f"(XLA's Philox/ThreeFry expansion is not reproduced); JAX's default "
-                         f"threefry PRNG is")
+    from .rng import rng_bit_generator
+
+    state_shape, out_shape = instr.shape.tuple_shapes
+    bits = numeric.np_dtype(out_shape.element_type).itemsize * 8
+    new_state, values = rng_bit_generator(instr.attr("algorithm"), np.asarray(ops[0]), out_shape.dims, bits)
+    target = numeric.np_dtype(out_shape.element_type)
+    return (new_state.astype(numeric.np_dtype(state_shape.element_type)),
+            values.view(target) if values.dtype.itemsize == target.itemsize else values.astype(target))
 
 
 @handles("rng", "infeed", "outfeed", "send", "recv", "send-done", "recv-done", "rng-get-and-update-state")

@@ -3,6 +3,7 @@ for tests/test_execute_xla.py: the evaluator must reproduce them from the progra
 
 Run with a Python that has jax (not the project's venv):
     /work/venv-jax/bin/python tests/data/execute/make_references.py
+    JAX_ENABLE_X64=1 /work/venv-jax/bin/python tests/data/execute/make_references.py --rng
 
 Inputs are not stored: both sides draw them from SEED with hlofuse.execute.inputs (NumPy
 only).  For each output the file keeps its shape, its sum and sum of magnitudes (float64),
@@ -66,5 +67,34 @@ def main(names: list[str]) -> None:
         print(program.name, [np.asarray(o).shape for o in outputs])
 
 
+def rng_references() -> None:
+    """rng_bit_generator.json: HLO modules of `jax.lax.rng_bit_generator` (each algorithm, a few
+    shapes and widths) with the state and bits XLA:CPU computed for one key.  Run with
+    JAX_ENABLE_X64=1 so that the 64-bit cases are kept."""
+    import json
+
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    key = jnp.array([0x12345678, 0x9ABCDEF0, 7, 3], jnp.uint32)
+    cases = {}
+    for alg in (lax.RandomAlgorithm.RNG_DEFAULT, lax.RandomAlgorithm.RNG_PHILOX, lax.RandomAlgorithm.RNG_THREE_FRY):
+        for shape, dtype in (((5, 3), jnp.uint32), ((2, 3, 4), jnp.uint8), ((), jnp.uint32), ((3, 5), jnp.uint64),
+                             ((7,), jnp.uint64)):
+            fn = jax.jit(lambda k, shape=shape, dtype=dtype, alg=alg: lax.rng_bit_generator(k, shape, dtype, algorithm=alg))
+            state, bits = fn(key)
+            tag = f"{alg.name}_{'x'.join(map(str, shape)) or 'scalar'}_{np.dtype(dtype).name}"
+            cases[tag] = {"hlo": fn.lower(key).as_text(dialect="hlo"),
+                          "key": [int(v) for v in np.asarray(key)],
+                          "state": [int(v) for v in np.asarray(state).reshape(-1)],
+                          "bits": [int(v) for v in np.asarray(bits).reshape(-1)]}
+    (HERE / "rng_bit_generator.json").write_text(json.dumps(cases, indent=1))
+    print(len(cases), "rng_bit_generator cases")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:] == ["--rng"]:
+        rng_references()
+    else:
+        main(sys.argv[1:])
