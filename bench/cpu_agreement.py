@@ -14,6 +14,10 @@ kernels back to before-fusion instructions) is reported beside it when it is imp
     .venv/bin/python bench/cpu_agreement.py                 # table over sample_dumps
     .venv/bin/python bench/cpu_agreement.py DIR [DIR...]    # other XLA:CPU dump folders
     .venv/bin/python bench/cpu_agreement.py --diff mlp      # the kernels that differ, with decisions
+    .venv/bin/python bench/cpu_agreement.py --scaling       # replay time on 1k/10k/100k instructions
+
+Measured (jax 0.10.2 dumps, XLA 5a9e73cb): 48 sample programs and 184 further programs
+compiled for measurement (92 with YNN, 92 without), every XLA kernel reproduced (100%).
 """
 
 from __future__ import annotations
@@ -150,13 +154,57 @@ def lead_check(before_path: Path, after_path: Path) -> float | None:
         return None
 
 
+def synthetic_module(blocks: int, seed: int = 0) -> str:
+    """A module of `7 * blocks` instructions: chains of add/exp/multiply/reduce/broadcast/
+    subtract over f32[64,64] values picked among the last dozen, some of them returned in the
+    output tuple (so the do-not-duplicate analysis has long paths and a wide consumer)."""
+    import random
+
+    rnd = random.Random(seed)
+    lines = ["HloModule synthetic", "sum {", "  a = f32[] parameter(0)", "  b = f32[] parameter(1)",
+             "  ROOT c = f32[] add(a, b)", "}", "ENTRY e {"]
+    lines += [f"  p{i} = f32[64,64] parameter({i})" for i in range(4)]
+    values, outs = [f"p{i}" for i in range(4)], []
+    for k in range(blocks):
+        a, c = rnd.choice(values[-12:]), rnd.choice(values[-12:])
+        lines += [f"  add{k} = f32[64,64] add({a}, {c})", f"  exp{k} = f32[64,64] exponential(add{k})",
+                  f"  mul{k} = f32[64,64] multiply(exp{k}, {a})", f"  z{k} = f32[] constant(0)",
+                  f"  red{k} = f32[64] reduce(mul{k}, z{k}), dimensions={{1}}, to_apply=sum",
+                  f"  bc{k} = f32[64,64] broadcast(red{k}), dimensions={{0}}",
+                  f"  sub{k} = f32[64,64] subtract(mul{k}, bc{k})"]
+        values += [f"mul{k}", f"sub{k}", f"add{k}"]
+        if rnd.random() < 0.05:
+            outs.append(f"sub{k}")
+    outs.append(values[-1])
+    lines += [f"  ROOT t = ({', '.join(['f32[64,64]'] * len(outs))}) tuple({', '.join(outs)})", "}"]
+    return "\n".join(lines)
+
+
+def scaling(sizes=(150, 1500, 14000)) -> None:
+    """Replay time of `fusion` on synthetic modules of about 1k, 10k and 100k instructions."""
+    print(f"{'instructions':>12} {'kernels':>8} {'parse s':>8} {'replay s (CPU time)':>20}")
+    for blocks in sizes:
+        text = synthetic_module(blocks)
+        start = time.process_time()
+        module = parse_text(text, "synthetic")
+        parsed = time.process_time() - start
+        start = time.process_time()
+        result = replay(module, Options(backend="cpu", passes=("fusion",)))
+        print(f"{module.instruction_count:12} {len(result.kernels):8} {parsed:8.1f} {time.process_time() - start:20.1f}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="*", type=Path, help="XLA:CPU dump folders (default: sample_dumps)")
     parser.add_argument("--diff", metavar="PROGRAM", help="show the differing kernels of these programs")
     parser.add_argument("--check", action="store_true", help="also report hlofuse.check's agreement")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--scaling", action="store_true",
+                        help="time the replay on synthetic modules of ~1k, 10k and 100k instructions instead")
     args = parser.parse_args(argv)
+    if args.scaling:
+        scaling()
+        return 0
     programs = [p for f in args.folders for p in folder_programs(f)] if args.folders else sample_programs()
     rows = []
     for build, program, before, after in programs:
