@@ -1502,7 +1502,12 @@ def _jobs(text: str) -> int:
     wanted = os.environ.get("HLOFUSE_JOBS", "")
     if wanted.isdigit():
         return min(int(wanted), 2)
-    return 2 if (os.cpu_count() or 1) >= 2 else 1
+    cpus = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0] > cpus - 0.5  # no idle core: a second process only competes
+    except (AttributeError, OSError):
+        busy = False
+    return 2 if cpus >= 2 and not busy else 1
 
 
 class _Part:
