@@ -89,12 +89,16 @@ def folder_program(folder: Path, gpu: str) -> tuple[str, Path, Path, Path | None
 
 
 def reason_agreement(result: CheckResult, log: xla_log.FusionLog) -> tuple[int, int, list[dict]]:
-    """Our BLOCKED priority-fusion decisions whose producer XLA logged a reason for: how many
-    give XLA's reason (cost-model refusals count when XLA's last priority was negative too)."""
+    """For every producer both XLA's log and the replay refuse: does the replay give XLA's
+    reason?  XLA logs one reason per producer (that of its first refusing user), so the replay's
+    decision compared is the one marked `logged_for_producer`; a cost-model refusal counts when
+    XLA's last priority for the producer was negative too."""
     compared = agreeing = 0
     mismatches = []
     for d in result.replay.decisions:
         if d.pass_name != "priority-fusion" or d.verdict != Verdict.BLOCKED:
+            continue
+        if not d.facts.get("logged_for_producer"):
             continue
         verdict = log.verdict(d.producer_members or (d.producer,), d.consumer_members or (d.consumer,))
         if verdict is None or verdict.status not in ("ineligible", "unprofitable"):

@@ -235,8 +235,8 @@ class Graph:
         """Delete a node that has no users left; it stops being a user of its operands."""
         assert not node.users, f"{node.name} still has users"
         self.version += 1
-        for op in set(node.operands):
-            op.users = [u for u in op.users if u is not node]
+        for op in node.operands:
+            _remove_user(op, node)
         node.operands = []
         self._nodes.pop(node.uid, None)
         if self._by_name.get(node.name) is node:
@@ -323,6 +323,18 @@ def _touch(node: Node) -> None:
         node.graph.version += 1
 
 
+def _remove_user(operand: Node, user: Node) -> None:
+    """XLA's Users::RemoveUser: the last user moves into the removed user's slot (user order
+    is not preserved, and XLA's traversals that follow user order see exactly this order)."""
+    users = operand.users
+    for i, u in enumerate(users):
+        if u is user:
+            last = users.pop()
+            if i < len(users):
+                users[i] = last
+            return
+
+
 def add_operand(node: Node, operand: Node) -> None:
     _touch(node)
     node.operands.append(operand)
@@ -339,7 +351,7 @@ def replace_operand(node: Node, old: Node, new: Node) -> None:
             node.operands[i] = new
             changed = True
     if changed:
-        old.users = [u for u in old.users if u is not node]
+        _remove_user(old, node)
         if not any(u is node for u in new.users):
             new.users.append(node)
 
@@ -349,7 +361,7 @@ def set_operand(node: Node, index: int, new: Node) -> None:
     old = node.operands[index]
     node.operands[index] = new
     if not any(op is old for op in node.operands):
-        old.users = [u for u in old.users if u is not node]
+        _remove_user(old, node)
     if not any(u is node for u in new.users):
         new.users.append(node)
 
@@ -358,7 +370,7 @@ def remove_operand_at(node: Node, index: int) -> None:
     _touch(node)
     old = node.operands.pop(index)
     if not any(op is old for op in node.operands):
-        old.users = [u for u in old.users if u is not node]
+        _remove_user(old, node)
 
 
 # ------------------------------------------------------------------------------------------

@@ -400,14 +400,28 @@ class PriorityFusionRun:
         self._record(producer, consumer, Outcome(None, {}, tuple(dict.fromkeys(relaxed))))
 
     def _record_remaining(self) -> None:
-        """One BLOCKED decision for every producer→consumer edge left in the computation."""
+        """One BLOCKED decision for every producer→consumer edge left in the computation.  The
+        decision that carries the reason XLA logs for the producer (its first refusing user, in
+        user order) says so in its facts: `logged_for_producer`."""
+        import dataclasses
+
         for producer in self.graph.post_order():
             if producer.opcode in ("parameter", "tuple", "get-tuple-element") or not producer.users:
                 continue
+            logged = None
+            if producer.opcode != "constant" and not pf.is_fusible_bitcast(producer):
+                refusal = self._refusal_for_all_users(producer)
+                if refusal is not None:
+                    logged = refusal[1] if refusal[1] is not None else next(iter(producer.users))
+                elif self.priority.get(producer.uid, 0) < 0:
+                    logged = producer.users[0]
             for consumer in list(producer.users):
                 decision = self.explain(producer, consumer)
-                if decision is not None:
-                    self.ctx.record(decision)
+                if decision is None:
+                    continue
+                if consumer is logged:
+                    decision = dataclasses.replace(decision, facts={**decision.facts, "logged_for_producer": True})
+                self.ctx.record(decision)
 
     def explain(self, producer: "Node", consumer: "Node") -> Decision | None:
         """Why `producer` is not fused into `consumer` on the current graph."""
