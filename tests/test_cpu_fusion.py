@@ -607,3 +607,19 @@ def test_stale_label_no_fuse_reduce_major_xla_0_10_2_behaviour(corpus_dir):
     root = program.entry.root
     assert changed and root.opcode == "fusion"
     assert Counter(n.opcode for n in root.fused.nodes())["reduce"] == 1
+
+
+def test_every_cpu_rule_has_a_test():
+    """Each rule the cpu pipeline asks is exercised by name in these tests (refused cases;
+    the allowed cases sit beside them)."""
+    from pathlib import Path
+
+    from hlofuse.rules import load_all
+
+    here = Path(__file__).resolve().parent
+    text = "".join((here / f).read_text() for f in ("test_cpu_fusion.py", "test_instruction_fusion.py"))
+    mine = [r for r in load_all().values() if "cpu" in r.pipelines and r.id.startswith(("CPU-", "IF-"))]
+    missing = [r.id for r in mine if r.id not in text
+               and not r.id.startswith("IF-INPLACE-")]  # the in-place ones are listed in IN_PLACE_RULES
+    assert len(mine) >= 25
+    assert not missing
