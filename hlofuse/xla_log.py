@@ -142,13 +142,25 @@ class FusionLog:
             if self.members(step.producer) & p and self.members(step.consumer) & c \
                     and not (self.members(step.producer) & c):
                 return XlaVerdict("fused", producer=step.producer, consumer=step.consumer)
+        # The producer as the log names it: the name standing for the same instructions, else
+        # the one sharing most of them (a fusion logged before or after one more fusion step).
+        best_name, best_score = None, None
+        for step in self.steps:
+            if not isinstance(step, (ProducerIneligible, UpdatePriority)):
+                continue
+            m = self.members(step.producer)
+            shared = len(m & p)
+            if not shared or m & c:
+                continue
+            score = (m == p, shared / len(m | p))
+            if best_score is None or score >= best_score:
+                best_name, best_score = step.producer, score
+        if best_name is None:
+            return None
         last: Step | None = None
         for step in self.steps:
-            if isinstance(step, (ProducerIneligible, UpdatePriority)) and self.members(step.producer) & p \
-                    and not (self.members(step.producer) & c):
+            if isinstance(step, (ProducerIneligible, UpdatePriority)) and step.producer == best_name:
                 last = step
-        if last is None:
-            return None
         if isinstance(last, ProducerIneligible):
             return XlaVerdict("ineligible", last.reason, producer=last.producer)
         if last.us_unfused < last.us_fused:
