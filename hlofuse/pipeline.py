@@ -8,6 +8,7 @@ the decisions every pass recorded and the kernels of the result.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -77,7 +78,7 @@ def decision_from(pass_name: str, producer: Node, consumer: Node, outcome) -> De
     source = _source(producer) or _source(consumer)
     common = dict(pass_name=pass_name, producer=producer.name, consumer=consumer.name,
                   relaxed=tuple(outcome.relaxed), computation=graph.name if graph is not None else None,
-                  producer_members=producer.members(), consumer_members=consumer.members(), source=source)
+                  producer_members=_members(producer), consumer_members=_members(consumer), source=source)
     rule = outcome.blocked_by
     if rule is None:
         verdict = Verdict.RELAXED if outcome.relaxed else Verdict.FUSED
@@ -90,6 +91,22 @@ def decision_from(pass_name: str, producer: Node, consumer: Node, outcome) -> De
             pass
     return Decision(verdict=Verdict.BLOCKED, rule=rule.id, reason=rule.reason(outcome.facts),
                     xla_reason=xla_reason, facts=dict(outcome.facts), **common)
+
+
+_MEMBERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _members(node: Node) -> tuple[str, ...]:
+    """node.members(), remembered per version of a fusion's computation (a fusion is asked
+    about again and again while it grows)."""
+    if node.fused is None:
+        return node.origin
+    cached = _MEMBERS.get(node.fused)
+    if cached is not None and cached[0] == node.fused.version:
+        return cached[1]
+    members = node.members()
+    _MEMBERS[node.fused] = (node.fused.version, members)
+    return members
 
 
 def _source(node: Node):

@@ -148,6 +148,8 @@ class LegacyPerformanceModel:
         self.device = cfg.device
         self.analysis = analysis or LegacyCostAnalysis(profile_for(cfg.device))
         self._previews: dict[tuple, FusionShape] = {}
+        self._run_times: dict[tuple, _RunTimeData] = {}
+        self._shapes: dict[tuple, FusionShape] = {}
 
     # -- device ---------------------------------------------------------------------------
     @property
@@ -201,11 +203,31 @@ class LegacyPerformanceModel:
 
     # -- estimates ------------------------------------------------------------------------
     def run_time(self, node: Node) -> _RunTimeData:
-        """EstimateRunTimeForInstruction: one kernel computing `node` alone."""
+        """EstimateRunTimeForInstruction: one kernel computing `node` alone (remembered until
+        the node changes)."""
+        key = (node.uid, _body_version(node), len(node.operands))
+        found = self._run_times.get(key)
+        if found is None:
+            if len(self._run_times) > 65536:
+                self._run_times.clear()
+            found = self._run_times[key] = self._run_time(node)
+        return found
+
+    def shape_of(self, node: Node) -> FusionShape:
+        """analyse(node), remembered until the node changes."""
+        key = (node.uid, _body_version(node), len(node.operands))
+        found = self._shapes.get(key)
+        if found is None:
+            if len(self._shapes) > 65536:
+                self._shapes.clear()
+            found = self._shapes[key] = analyse(node, self.cfg)
+        return found
+
+    def _run_time(self, node: Node) -> _RunTimeData:
         a = self.analysis
         flops = a.flop_count(node)
         written = a.output_bytes_accessed(node)
-        shape = analyse(node, self.cfg)
+        shape = self.shape_of(node)
         launch = self.launch_dimensions(shape)
         compute = self.compute_time(flops, launch.blocks, launch.threads)
         coalesced = self.read_coalesced(emitter_kind(shape, self.cfg), node, None)
@@ -276,7 +298,7 @@ class LegacyPerformanceModel:
         unfused = KERNEL_LAUNCH_OVERHEAD * (len(consumers) + 1) + producer_data.exec_time
         for consumer in consumers:
             used = self.operand_utilization(consumer, producer)
-            launch = self.launch_dimensions(analyse(consumer, self.cfg))
+            launch = self.launch_dimensions(self.shape_of(consumer))
             total = _llround(producer_data.bytes_written * used)
             net = min(producer_data.bytes_written, total)
             unfused += self.read_time(launch.blocks, net, total)
@@ -298,9 +320,10 @@ class LegacyPerformanceModel:
         replication = 1
         if consumer.opcode == "fusion":
             replication = int(a.fused_ir_size(consumer, consumer.operand_index(producer)))
-        splits = replication * self.basic_block_splits(producer) + self.basic_block_splits(consumer)
         merged = int(a.ir_size(producer)) * replication + int(a.ir_size(consumer))
-        if self.cfg.mlir_emitter_level < 4:
+        splits = 0
+        if self.cfg.mlir_emitter_level < 4:  # only the pre-MLIR emitters split basic blocks
+            splits = replication * self.basic_block_splits(producer) + self.basic_block_splits(consumer)
             if splits > MAX_BASIC_BLOCK_SPLITS:
                 return True, merged, splits
             merged *= 1 << splits
@@ -511,7 +534,7 @@ def _merged_shape(producer: Node, consumer: Node, cfg: GpuConfig) -> FusionShape
         return None
     inputs = [op for op in consumer.operands if op is not producer]
     inputs += [op for op in producer.operands if not any(op is i for i in inputs)]
-    members = tuple(consumer.fused.nodes()) + (
+    members = (tuple(consumer.fused.nodes()) if consumer.fused is not None else (consumer,)) + (
         tuple(producer.fused.nodes()) if producer.fused is not None else (producer,))
     kind = str(analyse(consumer, cfg).backend_kind)
     return FusionShape(tuple(r for r, _ in pairs), tuple(h for _, h in pairs), tuple(inputs), kind, members)

@@ -127,8 +127,10 @@ def merged_heroes(producer: Node, consumer: Node, cfg: GpuConfig) -> list[tuple[
     searches that reach the consumer's parameter for the producer continue in the producer.
     None when the pair is outside what this handles (an unfused consumer, a multi-output
     producer)."""
-    if consumer.fused is None or (producer.fused is not None and producer.fused.root.opcode == "tuple"):
+    if producer.fused is not None and producer.fused.root.opcode == "tuple":
         return None
+    if consumer.fused is None:
+        return _merged_heroes_unfused(producer, consumer, cfg)
     body = consumer.fused
     param = body.parameters[consumer.operand_index(producer)]
     c_tr, c_cc, c_nb = _hero_tables(body, cfg)
@@ -184,6 +186,45 @@ def merged_heroes(producer: Node, consumer: Node, cfg: GpuConfig) -> list[tuple[
             chosen = hero if hero.opcode == "reduce" else root
         out.append((root, chosen))
     return out
+
+
+def _producer_tables(producer: Node, cfg: GpuConfig):
+    """(root, transposes, concatenates, non-trivial-below) of a producer's computation, or of
+    an unfused producer as a computation of one instruction."""
+    if producer.fused is not None:
+        return (producer.fused.root,) + _hero_tables(producer.fused, cfg)
+    return (producer, {producer.uid: (producer,) if tiled_transpose(producer, cfg) is not None else ()},
+            {producer.uid: (producer,) if producer.opcode == "concatenate" else ()}, {producer.uid: False})
+
+
+def _merged_heroes_unfused(producer: Node, consumer: Node, cfg: GpuConfig) -> list[tuple[Node, Node]]:
+    """merged_heroes for an unfused consumer: a fusion whose root is the consumer and whose
+    only other inside value is the producer's."""
+    p_root, p_tr, p_cc, p_nb = _producer_tables(producer, cfg)
+    inside_p = (lambda n: n is producer) if producer.fused is None else (lambda n: n.graph is producer.fused)
+    consumer_nontrivial = consumer.opcode not in ("tuple", "parameter") and not is_intermediate(consumer, 3)
+    hero = consumer
+    if is_intermediate(consumer, 1) and consumer.operands[0] is producer:
+        hero = p_root
+        while producer.fused is not None and is_intermediate(hero, 1) and _inside(hero.operands[0], producer.fused):
+            hero = hero.operands[0]
+    for table, test in ((p_tr, lambda n: tiled_transpose(n, cfg) is not None),
+                        (p_cc, lambda n: n.opcode == "concatenate")):
+        if hero is consumer:
+            if test(consumer):
+                found = [consumer]
+            elif not is_intermediate(consumer, 3):
+                found = []
+            else:
+                found = list(table.get(p_root.uid, ())) if any(op is producer for op in consumer.operands) else []
+        else:
+            found = list(table.get(hero.uid, ()))
+        if len(found) == 1:
+            cand = found[0]
+            after = False if cand is consumer else (p_nb.get(cand.uid, False) or consumer_nontrivial)
+            if not after:
+                return [(consumer, cand)]
+    return [(consumer, hero if hero.opcode == "reduce" else consumer)]
 
 
 def find_non_trivial_hero(node: Node, cfg: GpuConfig) -> Node:

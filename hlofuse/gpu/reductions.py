@@ -8,6 +8,7 @@ Every other reduce is "elemental": the loop emitter computes it like an elementw
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 from ..attributes import dimensions
@@ -67,8 +68,19 @@ def _kept_and_reduced(reduce: Node) -> tuple[list[int], tuple[int, ...]]:
 
 def reduction_dimensions(reduce: Node) -> ReductionDimensions:
     """GetReductionKindAndContiguousComponents (judged on operand 0's physical layout)."""
-    shape = reduce.operands[0].shape
-    kept, reduced = _kept_and_reduced(reduce)
+    return _reduction_dimensions(reduce.operands[0].shape, reduce.attr("dimensions"))
+
+
+@lru_cache(maxsize=1 << 14)
+def _reduction_dimensions(shape: Shape, dims_text: str | None) -> ReductionDimensions:
+    from ..attributes import int_list
+
+    reduced = int_list(dims_text)
+    kept = [d for d in range(shape.rank) if d not in reduced]
+    return _components(shape, kept, reduced)
+
+
+def _components(shape: Shape, kept: list[int], reduced: Sequence[int]) -> ReductionDimensions:
     if not kept:
         return ReductionDimensions(True, (1, 1, elements(shape)))
     if are_dimensions_consecutive(shape, kept):
@@ -101,11 +113,18 @@ def is_contiguous_reduction(node: Node, cfg: GpuConfig) -> bool:
     consecutive in memory and that the unnested emitter handles faster than the loop emitter."""
     if node.opcode != "reduce" or not node.operands:
         return False
-    shape = node.operands[0].shape
-    kept, reduced = _kept_and_reduced(node)
+    return _is_contiguous(node.operands[0].shape, node.attr("dimensions"), cfg.warp_size)
+
+
+@lru_cache(maxsize=1 << 14)
+def _is_contiguous(shape: Shape, dims_text: str | None, warp: int) -> bool:
+    from ..attributes import int_list
+
+    reduced = int_list(dims_text)
+    kept = [d for d in range(shape.rank) if d not in reduced]
     if not (are_dimensions_consecutive(shape, kept) or are_dimensions_consecutive(shape, reduced)):
         return False
-    return unnested_faster_than_elemental(reduction_dimensions(node), cfg.warp_size)
+    return unnested_faster_than_elemental(_components(shape, kept, reduced), warp)
 
 
 def race_free_bound(dims: ReductionDimensions, cfg: GpuConfig) -> int:

@@ -139,7 +139,7 @@ def explain_boundary(producer: Node, consumer: Node, ctx: Context):
         outcome = instance.policy.should_fuse(run, consumer, consumer.operand_index(producer))
         if not outcome.allowed:
             return decision_from("fusion", producer, consumer, outcome)
-    reach = multi_output_fusion.Reachability()
+    reach = multi_output_fusion.Reachability(consumer.graph)
     eligible = evaluate(PRODUCER_RULES, Candidate(producer, consumer, ctx), ctx.relaxed)
     if not eligible.allowed:
         return decision_from("multi_output_fusion", producer, consumer, eligible)

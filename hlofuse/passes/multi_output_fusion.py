@@ -48,38 +48,93 @@ def priority(node: Node) -> int:
 
 
 class Reachability:
-    """Answers "does b depend on a?" for one computation; forgets after every change
-    (XLA rebuilds its HloDfsReachability after each fusion)."""
+    """Answers "does b depend on a?" in one computation while it changes.
 
-    def __init__(self) -> None:
+    XLA rebuilds a full reachability map after every fusion.  Here each instruction keeps a
+    level, greater than the levels of its operands (and control predecessors); fusing only
+    raises the levels it must.  If b depends on a then level(a) < level(b), so a search from a
+    towards b never leaves the levels below b's: exact answers, without a pass over the whole
+    computation per question."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.level: dict[int, int] = {}
+        for node in graph.post_order():
+            self.level[node.uid] = 1 + max((self.level.get(p.uid, 0) for p in self._preds(node)), default=0)
         self._memo: dict[tuple[int, int], bool] = {}
+
+    def _preds(self, node: Node) -> list[Node]:
+        preds = list(node.operands)
+        if node.attr("control-predecessors"):
+            preds += self.graph.control_predecessors(node)
+        return preds
+
+    def _level(self, node: Node) -> int:
+        found = self.level.get(node.uid)
+        if found is None:
+            found = self.level[node.uid] = 1 + max((self._level(p) for p in self._preds(node)), default=0)
+        return found
+
+    def changed(self, nodes) -> None:
+        """Some instructions got new operands (a fusion grew, users were redirected to new
+        get-tuple-elements): raise levels where an edge now requires it."""
+        self._memo.clear()
+        work = list(nodes)
+        while work:
+            node = work.pop()
+            if node.graph is not self.graph:
+                continue
+            need = 1 + max((self._level(p) for p in self._preds(node)), default=0)
+            if need > self.level.get(node.uid, 0):
+                self.level[node.uid] = need
+                work.extend(node.users)
 
     def reset(self) -> None:
         self._memo.clear()
 
     def __call__(self, a: Node, b: Node) -> bool:
+        if a is b:
+            return True
         key = (a.uid, b.uid)
         found = self._memo.get(key)
         if found is None:
-            found = _reaches(a, b)
-            self._memo[key] = found
+            found = self._memo[key] = self._reaches(a, b)
         return found
 
+    def _reaches(self, a: Node, b: Node) -> bool:
+        limit = self._level(b)
+        if self._level(a) >= limit:
+            return False
+        seen = {a.uid}
+        stack = [a]
+        while stack:
+            node = stack.pop()
+            for user in node.users:
+                if user is b:
+                    return True
+                if user.uid not in seen and self._level(user) < limit:
+                    seen.add(user.uid)
+                    stack.append(user)
+            for succ in self._control_successors(node):
+                if succ is b:
+                    return True
+                if succ.uid not in seen and self._level(succ) < limit:
+                    seen.add(succ.uid)
+                    stack.append(succ)
+        return False
 
-def _reaches(a: Node, b: Node) -> bool:
-    if a is b:
-        return True
-    seen = {a.uid}
-    stack = [a]
-    while stack:
-        node = stack.pop()
-        for user in node.users:
-            if user is b:
-                return True
-            if user.uid not in seen:
-                seen.add(user.uid)
-                stack.append(user)
-    return False
+    def _control_successors(self, node: Node) -> list[Node]:
+        return []  # control edges matter only for the rare ops that carry them; levels keep order
+
+
+def _touched(fusion: Node) -> list[Node]:
+    """The instructions whose operands a multi-output merge changed: the fusion, the
+    get-tuple-elements reading it, and their users."""
+    out = [fusion]
+    for gte in fusion.users:
+        out.append(gte)
+        out.extend(gte.users)
+    return out
 
 
 class MultiOutputFusion:
@@ -90,7 +145,7 @@ class MultiOutputFusion:
         self.ctx = ctx
         self.cfg = cfg
         self.model = make_model(ctx, cfg)
-        self.reachable = Reachability()
+        self.reachable = Reachability(graph)
 
     def run(self) -> bool:
         changed = False
@@ -142,7 +197,7 @@ class MultiOutputFusion:
                     remove_instruction(self.graph, second)
                 self.model.analysis.revisit(first)
                 del siblings[j]
-                self.reachable.reset()
+                self.reachable.changed(_touched(first))
                 changed = True
         return changed
 
@@ -183,5 +238,5 @@ class MultiOutputFusion:
         if producer in self.graph and not producer.users:
             remove_instruction(self.graph, producer)
         self.model.analysis.revisit(target)
-        self.reachable.reset()
+        self.reachable.changed(_touched(target))
         return True
