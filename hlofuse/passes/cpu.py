@@ -433,8 +433,17 @@ def _readers(consumer: "Node", producer: "Node") -> list[str]:
 
 
 def _as_boundary(found: Decision, producer: "Node", consumer: "Node") -> Decision:
-    return Decision(found.pass_name, producer.name, consumer.name, found.verdict, found.rule, found.reason,
-                    found.xla_reason, found.facts, found.relaxed, producer.graph.name, producer.members(),
+    """The replay's decision, told with the fused module's kernel names (the flattened replay
+    names its own fusions differently)."""
+    from ..rules import REGISTRY
+
+    facts, reason = dict(found.facts), found.reason
+    rule = REGISTRY.get(found.rule or "")
+    if rule is not None and "consumer" in facts:
+        facts["consumer"] = consumer.name
+        reason = rule.reason(facts)
+    return Decision(found.pass_name, producer.name, consumer.name, found.verdict, found.rule, reason,
+                    found.xla_reason, facts, found.relaxed, producer.graph.name, producer.members(),
                     consumer.members(), found.source)
 
 

@@ -572,9 +572,9 @@ def consumer_not_fusible(c: Candidate):
       tags={"duplication", "memory-traffic"}, relaxable=True,
       xla=XlaRef(_FILE, "InstructionFusion::RunImpl (ComputeGloballyUnfusible)", "operand can not be duplicated",
                  _X0102),
-      message="{producer} reads more than it writes ({operand_elements} input elements for {output_elements} "
-              "output elements) and cannot be fused into every user on every path ({blocker}), so duplicating "
-              "it into {consumer} would add memory traffic")
+      message="{producer} is kept out of {consumer} and every other fusion: it reads more than it writes "
+              "({operand_elements} input elements for {output_elements} output elements) and cannot be fused on "
+              "every path to its users ({blocker})")
 def do_not_duplicate(c: Candidate):
     """The producer is in the do-not-duplicate set: it cannot be fused into all of its users.
 
