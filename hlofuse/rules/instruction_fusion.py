@@ -699,7 +699,9 @@ def _in_place_rule(rule_id: str, name: str, xla_message: str, message: str, summ
 
     check.__doc__ = summary_doc
     check.__name__ = name.replace("-", "_")
-    rule(id=rule_id, name=name, passes=("fusion",), pipelines=_PIPELINES, tags={"in-place", "legality"},
+    # ShouldFuseInPlaceOp is asked by every XLA fusion pass, priority fusion included
+    rule(id=rule_id, name=name, passes=("fusion", "priority-fusion"), pipelines=_PIPELINES + ("priority",),
+         tags={"in-place", "legality"},
          relaxable=False, xla=XlaRef(_FILE, "InstructionFusion::ShouldFuseInPlaceOp", xla_message, _X0102),
          message=message)(check)
     return check
