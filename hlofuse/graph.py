@@ -416,15 +416,21 @@ class Program:
         order: list[Graph] = []
         seen: set[str] = set()
 
+        cache = self.__dict__.setdefault("_callees", {})
+
         def callees(g: Graph) -> list[Graph]:
-            out = []
-            for node in g.post_order():
-                if node.fused is not None:
-                    out.append(node.fused)
-                for c in node.called:
-                    if c in self.graphs:
-                        out.append(self.graphs[c])
-            return out
+            # Remembered per version: passes ask for the order often, most graphs unchanged.
+            cached = cache.get(g.name)
+            if cached is not None and cached[0] is g and cached[1] == g.version:
+                names = cached[2]
+            else:
+                names = []
+                for node in g.post_order():
+                    if node.fused is not None:
+                        names.append(node.fused.name)
+                    names.extend(c for c in node.called if c in self.graphs)
+                cache[g.name] = (g, g.version, names)
+            return [self.graphs[n] for n in names if n in self.graphs]
 
         for start in list(self.graphs.values()):
             if start.name in seen:

@@ -49,9 +49,11 @@ def cse_fusion_computations(program: Program, ctx: Context | None = None) -> boo
     """Merge identical instructions (same opcode, layout-sensitive shape, operands and
     attributes) inside every fusion computation."""
     changed = False
+    clean = program.__dict__.setdefault("_cse_clean", {})
     for graph in list(program.graphs.values()):
-        if graph.is_fusion_body:
+        if graph.is_fusion_body and clean.get(graph.name) != (graph, graph.version):
             changed |= cse_graph(graph)
+            clean[graph.name] = (graph, graph.version)  # nothing left to merge at this version
     return changed
 
 
@@ -92,10 +94,12 @@ def dce(program: Program, ctx: Context | None = None) -> bool:
     """Remove instructions no one uses (not roots, not parameters, no side effects), and
     fused computations no fusion calls any more."""
     changed = False
+    clean = program.__dict__.setdefault("_dce_clean", {})
     for graph in list(program.graphs.values()):
-        if graph.name not in program.graphs:
+        if graph.name not in program.graphs or clean.get(graph.name) == (graph, graph.version):
             continue
         changed |= dce_graph(graph)
+        clean[graph.name] = (graph, graph.version)  # nothing dead left at this version
     return changed
 
 
