@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .. import attributes
 from ..graph import Node
@@ -54,9 +55,18 @@ FMA_FLOPS = 2
 _FLOP_ELEMENTWISE = ELEMENTWISE_OPCODES - {"copy"}
 
 
+@lru_cache(maxsize=65536)
 def shape_size(shape) -> int:
     """XLA:GPU's shape size function: ShapeUtil::ByteSizeOf(shape, pointer_size=8)."""
     return byte_size(shape, 8)
+
+
+def _signature(node: Node) -> tuple:
+    """What a node's cost properties depend on besides the node itself."""
+    fused = node.fused
+    return (node.opcode, node.fusion_kind if fused is not None else None,
+            fused.version if fused is not None else None, id(fused) if fused is not None else None,
+            tuple(op.shape for op in node.operands))
 
 
 def _tuple_leaf_sizes(shape) -> int:
@@ -96,21 +106,28 @@ class GpuHloCostAnalysis:
 
     def __init__(self, profile: OpProfile):
         self.profile = profile
-        self._props: dict[int, Properties] = {}
+        self._props: dict[int, tuple[tuple, Properties]] = {}
         self._fusions: dict[int, FusionInfo] = {}
         self._reducer_flops: dict[str, float] = {}
 
     # -- public queries ------------------------------------------------------------------
     def properties(self, node: Node) -> Properties:
-        props = self._props.get(node.uid)
-        if props is None:
-            props = self._analyse(node)
-            self._props[node.uid] = props
+        """The node's properties, as last analysed (XLA's analysis too is only brought up to
+        date by RevisitInstruction: `revisit`)."""
+        cached = self._props.get(node.uid)
+        if cached is not None:
+            return cached[1]
+        props = self._analyse(node)
+        self._props[node.uid] = (_signature(node), props)
         return props
 
     def revisit(self, node: Node) -> None:
-        self._props.pop(node.uid, None)
-        self._fusions.pop(node.uid, None)
+        """XLA's RevisitInstruction: the next query recomputes the node if what its properties
+        depend on changed (its fused body, its kind, its operands' shapes)."""
+        cached = self._props.get(node.uid)
+        if cached is not None and cached[0] != _signature(node):
+            del self._props[node.uid]
+            self._fusions.pop(node.uid, None)
 
     def flop_count(self, node: Node) -> int:
         return int(self.properties(node).flops)

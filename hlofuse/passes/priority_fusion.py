@@ -127,6 +127,7 @@ class PriorityFusionRun:
         self._key: dict[int, tuple[float, int]] = {}
         self._nodes: dict[int, "Node"] = {}
         self._can_fuse: dict[tuple[int, int], Outcome] = {}
+        self._can_fuse_keys: dict[int, set[tuple[int, int]]] = {}
         self._to_update: dict[int, "Node"] = {}
         self._new_consumers: dict[int, list["Node"]] = {}
         self._removed: dict[int, tuple[float, float]] = {}
@@ -260,6 +261,8 @@ class PriorityFusionRun:
         if outcome is None:
             outcome = evaluate(pf.rules_for(producer, consumer), self.candidate(producer, consumer), self.relaxed)
             self._can_fuse[key] = outcome
+            self._can_fuse_keys.setdefault(producer.uid, set()).add(key)
+            self._can_fuse_keys.setdefault(consumer.uid, set()).add(key)
         return outcome
 
     def _refusal_for_all_users(self, producer: "Node") -> tuple[str, "Node | None", Outcome | None] | None:
@@ -350,7 +353,8 @@ class PriorityFusionRun:
 
     def _invalidate(self, node: "Node") -> None:
         """InvalidateCaches."""
-        self._can_fuse = {k: v for k, v in self._can_fuse.items() if node.uid not in k}
+        for key in self._can_fuse_keys.pop(node.uid, ()):
+            self._can_fuse.pop(key, None)
         self.model.invalidate(node)
 
     def _update_priorities(self) -> None:
