@@ -32,7 +32,7 @@ from ..rules import instruction_fusion as rif
 from .instruction_fusion import FusionPolicy, FusionRun, InstructionFusion, source_location
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..graph import Graph, Node, Program
+    from ..graph import Node, Program
     from ..pipeline import Context
 
 # ------------------------------------------------------------------------------------------
