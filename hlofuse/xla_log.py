@@ -311,7 +311,11 @@ def _flatten(fields: dict) -> dict:
 def parse(text: str, path: str | None = None) -> FusionLog:
     """Parse the protobuf text of a FusionProcessDumpProto."""
     tokens = list(_tokens(text))
-    fields, _ = _parse_message(tokens, 0, None)
+    try:
+        fields, _ = _parse_message(tokens, 0, None)
+    except IndexError:
+        raise InputError(f"{path or 'priority fusion log'}: the text ends in the middle of a field "
+                         "(a truncated dump?)") from None
     steps: list[Step] = []
     for i, step in enumerate(fields.get("fusion_steps", [])):
         if "update_priority" in step:
