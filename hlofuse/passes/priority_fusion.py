@@ -399,6 +399,9 @@ class PriorityFusionRun:
             relaxed.append("PF-UNPROFITABLE")
         if pf.is_fusible_bitcast(consumer) and not pf.is_fusible_bitcast(producer):
             relaxed.append("PF-BITCAST-USER")
+        if "PF-ALL-USERS" in self.relaxed and not pf.is_fusible_bitcast(producer) and any(
+                not self.can_fuse(producer, u).allowed for u in producer.users if not pf.is_fusible_bitcast(u)):
+            relaxed.append("PF-ALL-USERS")
         if not outcome.allowed:
             relaxed.append(outcome.blocked_by.id)
         self._record(producer, consumer, Outcome(None, {}, tuple(dict.fromkeys(relaxed))))
