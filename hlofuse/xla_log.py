@@ -351,3 +351,7 @@ def find(folder: str | Path, module: str | None = None) -> Path | None:
     if module is not None:
         logs = [p for p in logs if f".{module}." in p.name or p.name.startswith(module)] or logs
     return logs[0] if logs else None
+
+
+#: The name `hlofuse check` imports.
+load_log = load
