@@ -428,16 +428,17 @@ def _raw_instruction(text: str, root, name: str, shape_text: str, opcode: str, o
                      attrs_start: int, attrs_end: int, line: int, column: int) -> "_RawInstr":
     """The record of one instruction in the common form, from the pieces of its text: the
     head's groups, and text[attrs_start:attrs_end] holding its `, name=value` attributes."""
+    fast = _FAST or _bind_fast()
+    intern = sys.intern
     attrs = []
     rewritten = False
     if attrs_start < attrs_end:
-        intern = sys.intern
-        for a in _attr_regex().finditer(text, attrs_start, attrs_end):
+        for a in fast.attrs(text, attrs_start, attrs_end):
             key, value = a.group(1, 2)
             # Short values (dimensions={1}, kind=kLoop, index=0, calls=...) repeat: share them.
             attrs.append((intern(key), intern(value) if len(value) < 48 else value))
             rewritten = rewritten or key in _REWRITTEN_ATTRS
-    opcode = sys.intern(opcode)
+    opcode = intern(opcode)
     operand_text = operand_list[1:-1]
     literal = None
     operands: list = []
@@ -448,8 +449,8 @@ def _raw_instruction(text: str, root, name: str, shape_text: str, opcode: str, o
         if "/*" in operand_text:
             operand_text = _INDEX_COMMENT_RE.sub("", operand_text)
         if "[" not in operand_text and "(" not in operand_text and "{" not in operand_text and \
-                _names_regex().fullmatch(operand_text):
-            operands = list(map(sys.intern, _BARE_NAME_RE.findall(operand_text)))
+                fast.names(operand_text):
+            operands = list(map(intern, _BARE_NAME_RE.findall(operand_text)))
         else:
             operand_shapes = []
             pos = 0
@@ -468,13 +469,33 @@ def _raw_instruction(text: str, root, name: str, shape_text: str, opcode: str, o
             if any(not _is_name(o) for o in operands):
                 raise _located_error("expects an operand name (a literal is only valid in constant(...))",
                                      line, column)
-    name = _strip_percent(name)
+    name = intern(name[1:] if name[0] == "%" else name)
     shape = parse_shape(shape_text)
     built = None
     if not rewritten and operand_shapes is None:  # nothing for assembly to resolve: make it now
-        built = ir.Instruction(name, opcode, shape, tuple(operands), tuple(attrs), literal, (), ir.Span(line, column))
+        built = fast.instruction(name, opcode, shape, tuple(operands), tuple(attrs), literal, (),
+                                 fast.span(line, column))
     return _RawInstr(name, opcode, shape, operands, attrs, literal, root is not None, line, column,
                      operand_shapes, True, built)
+
+
+class _Fast:
+    """The compiled patterns and constructors _raw_instruction uses, bound once."""
+
+    __slots__ = ("attrs", "names", "instruction", "span")
+
+
+_FAST: _Fast | None = None
+
+
+def _bind_fast() -> _Fast:
+    global _FAST
+    fast = _Fast()
+    fast.attrs = _attr_regex().finditer
+    fast.names = _names_regex().fullmatch
+    fast.instruction, fast.span = ir.Instruction, ir.Span
+    _FAST = fast
+    return fast
 
 
 _WS = r"[ \t\f\r\n]"
