@@ -178,6 +178,11 @@ def fusion_snapshot(files: list[DumpFile], which: str, pipeline: str | None = No
             if f.before_pass in names and f.after_pass not in names:
                 return f
         return None
+    if pipeline == "priority" or (pipeline is None and any(
+            {f.after_pass, f.before_pass} & {"priority-fusion", "sort-iota-fusion"} for f in passes)):
+        # cse and dce run inside the priority fusion pipeline; when multi_output_fusion changes
+        # nothing, XLA's last snapshot is `after_dce.before_multi_output_fusion`.
+        names = names | {"cse", "dce"}
     after = [f for f in passes if f.after_pass in names]
     return after[-1] if after else None
 
