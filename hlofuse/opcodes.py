@@ -10,7 +10,7 @@ from __future__ import annotations
 # ---- elementwise ----------------------------------------------------------------------------
 
 UNARY_ELEMENTWISE = frozenset({
-    "abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "ceil", "clz", "convert",
+    "abs", "acos", "acosh", "asin", "asinh", "atanh", "cbrt", "ceil", "count-leading-zeros", "convert",
     "copy", "cosh", "cosine", "erf", "exponential", "exponential-minus-one", "floor", "imag",
     "is-finite", "log", "log-plus-one", "logistic", "negate", "not", "popcnt", "real",
     "reduce-precision", "round-nearest-afz", "round-nearest-even", "rsqrt", "sign", "sine", "sinh",

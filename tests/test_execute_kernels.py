@@ -66,7 +66,7 @@ OPS = {
   d = s32[64] divide(x2, ny)  r = s32[64] remainder(x, y)  pw = s32[64] power(x, y)
   sl = s32[64] shift-left(x, y)  sr = s32[64] shift-right-arithmetic(x2, y)  su = s32[64] shift-right-logical(x2, y)
   m = s32[64] multiply(x2, x2)  a = s32[64] and(x, y)  o = s32[64] or(x, y)  xo = s32[64] xor(x, y)
-  mx = s32[64] maximum(x, y)  ab = s32[64] abs(x2)  pc = s32[64] popcnt(x2)  cl = s32[64] clz(x)  no = s32[64] not(x)
+  mx = s32[64] maximum(x, y)  ab = s32[64] abs(x2)  pc = s32[64] popcnt(x2)  cl = s32[64] count-leading-zeros(x)  no = s32[64] not(x)
   ROOT out = (s32[64], s32[64], s32[64], s32[64], s32[64], s32[64], s32[64], s32[64], s32[64], s32[64], s32[64],
               s32[64], s32[64], s32[64], s32[64]) tuple(d, r, pw, sl, sr, su, m, a, o, xo, mx, ab, pc, cl, no)""",
     "unsigned_u32": """

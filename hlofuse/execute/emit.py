@@ -333,7 +333,7 @@ def _float_function(em, frame, instr, index):
 
 
 @emits("abs", "negate", "sign", "floor", "ceil", "round-nearest-even", "round-nearest-afz", "not",
-       "is-finite", "popcnt", "clz", "copy")
+       "is-finite", "popcnt", "count-leading-zeros", "copy")
 def _unary(em, frame, instr, index):
     x = em.one(frame, instr.operands[0], index)
     op = instr.opcode
@@ -356,7 +356,7 @@ def _unary(em, frame, instr, index):
         expr = {"abs": f"({t})({x} < 0 ? ({wide})0 - ({wide}){x} : ({wide}){x})",
                 "negate": f"({t})(({wide})0 - ({wide}){x})", "not": f"({t})~{x}",
                 "sign": f"({t})(({x} > 0) - ({x} < 0))", "popcnt": f"hf_popcnt_{t}({x})",
-                "clz": f"hf_clz_{t}({x})"}.get(op)
+                "count-leading-zeros": f"hf_clz_{t}({x})"}.get(op)
         if op in ("floor", "ceil", "round-nearest-even", "round-nearest-afz"):
             expr = x
     if expr is None:

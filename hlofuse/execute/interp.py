@@ -187,7 +187,7 @@ def _float_fn(ev, instr, ops):
 
 
 @handles("abs", "negate", "sign", "floor", "ceil", "round-nearest-even", "round-nearest-afz", "not",
-         "is-finite", "popcnt", "clz", "real", "imag", "copy")
+         "is-finite", "popcnt", "count-leading-zeros", "real", "imag", "copy")
 def _unary(ev, instr, ops):
     x, op = ops[0], instr.opcode
     if op == "abs":
@@ -210,7 +210,7 @@ def _unary(ev, instr, ops):
         out = np.isfinite(x)
     elif op == "popcnt":
         out = numeric.popcnt(x)
-    elif op == "clz":
+    elif op == "count-leading-zeros":
         out = numeric.clz(x)
     elif op == "real":
         out = np.real(x)

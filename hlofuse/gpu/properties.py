@@ -17,7 +17,7 @@ from .shapes import bit_width
 #: did not exist yet in 2024 are harmless here).
 ELEMENTWISE_OPCODES = frozenset({
     # unary
-    "abs", "round-nearest-afz", "round-nearest-even", "ceil", "clz", "convert", "bitcast-convert",
+    "abs", "round-nearest-afz", "round-nearest-even", "ceil", "count-leading-zeros", "convert", "bitcast-convert",
     "copy", "cosine", "erf", "exponential", "exponential-minus-one", "floor", "imag", "is-finite",
     "log", "log-plus-one", "not", "negate", "popcnt", "real", "reduce-precision", "rsqrt",
     "logistic", "sign", "sine", "sqrt", "cbrt", "tan", "tanh",
@@ -248,7 +248,7 @@ def reused_operands(node: Node) -> set[Node]:
 # ------------------------------------------------------------------------------------------
 
 _CHEAP = frozenset({
-    "add", "and", "bitcast", "bitcast-convert", "broadcast", "ceil", "clamp", "clz", "compare",
+    "add", "and", "bitcast", "bitcast-convert", "broadcast", "ceil", "clamp", "count-leading-zeros", "compare",
     "complex", "concatenate", "constant", "convert", "copy", "copy-done", "copy-start",
     "dynamic-slice", "dynamic-update-slice", "floor", "get-tuple-element", "imag", "infeed", "iota",
     "is-finite", "maximum", "minimum", "multiply", "negate", "not", "opt-barrier", "or", "xor",
