@@ -21,9 +21,14 @@ from .errors import EXIT_INPUT, HlofuseError, HloSyntaxError
 
 
 def stdout_console():
+    """Rich output on stdout: colour only on a terminal; piped output is not squeezed into 80
+    columns (COLUMNS sets the width)."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    width = None
+    if not sys.stdout.isatty():
+        width = int(os.environ.get("COLUMNS", "160"))
+    return Console(highlight=False, soft_wrap=False, width=width)
 
 
 def stderr_console():

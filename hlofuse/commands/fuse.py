@@ -12,6 +12,9 @@ from ..errors import InputError
 
 
 def _pipeline_options(fn):
+    fn = click.option("--library-fusion/--no-library-fusion", "library_fusion", default=None,
+                      help="XLA:CPU: whether dots and their neighbours become library (YNNPACK) fusions before "
+                           "`fusion` (default: as the input shows; XLA's option xla_cpu_experimental_ynn_fusion_type).")(fn)
     fn = click.option("--relax", "relax", multiple=True, metavar="RULE|TAG",
                       help="Relax a profitability rule (id, name, tag or glob); repeatable. "
                            "`--relax concat` lets a concatenate with several users fuse.")(fn)
@@ -28,7 +31,7 @@ def _pipeline_options(fn):
     return fn
 
 
-def _options(input_path, module, backend, pipeline, passes, gpu, relax):
+def _options(input_path, module, backend, pipeline, passes, gpu, relax, library_fusion=None):
     from ..pipeline import Options
 
     backend, pipeline, why = _detect(input_path, module, backend, pipeline)
@@ -36,7 +39,7 @@ def _options(input_path, module, backend, pipeline, passes, gpu, relax):
         stderr_console().print(f"[dim]{why}[/]")
     return Options(backend=backend, pipeline=pipeline,
                    passes=tuple(p.strip() for p in passes.split(",") if p.strip()) if passes else None,
-                   gpu=gpu, relax=tuple(relax))
+                   gpu=gpu, relax=tuple(relax), library_fusion=library_fusion)
 
 
 def _detect(input_path, module, backend, pipeline):
@@ -90,7 +93,7 @@ def _load_for_fusion(input_path, module_name, stage, pipeline):
 @click.option("--json", "as_json", is_flag=True, help="Print kernels and decisions as JSON.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the fused module as HLO text.")
 @guarded()
-def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, as_json, output):
+def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, library_fusion, as_json, output):
     """Replay XLA's fusion passes and show the kernels and every decision that formed them.
 
     \b
@@ -103,7 +106,7 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, a
     from ..pipeline import replay
     from ..printer import print_module
 
-    options = _options(input, module_name, backend, pipeline, passes, gpu, relax)
+    options = _options(input, module_name, backend, pipeline, passes, gpu, relax, library_fusion)
     module, name = _load_for_fusion(input, module_name, stage, options.pipeline)
     result = replay(module, options)
     baseline = None
@@ -218,7 +221,7 @@ def rules_cmd(refs, as_json, pipeline):
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--all", "show_all", is_flag=True, help="List the kernels reproduced exactly too.")
 @guarded()
-def check_cmd(inputs, module_name, backend, pipeline, passes, gpu, relax, as_json, show_all):
+def check_cmd(inputs, module_name, backend, pipeline, passes, gpu, relax, library_fusion, as_json, show_all):
     """Replay the fusion pipeline on XLA's module from right before fusion and compare the
     kernels with XLA's module right after it: how far to trust an explanation.
 
@@ -232,7 +235,7 @@ def check_cmd(inputs, module_name, backend, pipeline, passes, gpu, relax, as_jso
     from ..check import check
     from ..cli import load_input
 
-    options = _options(inputs[0], module_name, backend, pipeline, passes, gpu, relax)
+    options = _options(inputs[0], module_name, backend, pipeline, passes, gpu, relax, library_fusion)
     if len(inputs) == 2:
         before, _ = load_input(inputs[0], module_name, None)
         after, _ = load_input(inputs[1], module_name, None)
@@ -302,6 +305,8 @@ def _print_check(result, show_all, xla_reasons) -> None:
     out.print(f"[bold]{result.module}[/]: {result.reproduced} of {result.xla_kernels} XLA kernels reproduced "
               f"exactly ({result.agreement:.0%}) by the {result.backend}/{result.pipeline} replay"
               + (f" on {result.gpu}" if result.gpu else ""))
+    if all(m.status == "exact" for m in result.matches) and not show_all:
+        return
     table = Table(title_justify="left")
     for col in ("computation", "status", "XLA kernel", "ours", "instructions", "why we differ"):
         table.add_column(col)
