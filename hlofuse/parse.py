@@ -367,7 +367,9 @@ def _split_top_level(text: str, sep: str = ",") -> list[str]:
 
 
 def _val(tok) -> str:
-    return tok.value if hasattr(tok, "value") else str(tok)
+    """A token's text.  (A COMPUTATION token's value is what the lexer read; its text is the head.)"""
+    value = getattr(tok, "value", None)
+    return value if isinstance(value, str) else str(tok)
 
 
 def _attr(tok) -> tuple[str, str, int, int]:
