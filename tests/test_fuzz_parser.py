@@ -200,3 +200,21 @@ def test_deep_nesting_is_an_error_not_a_crash():
                  "HloModule m, x=" + "{" * 20000 + "}" * 20000,
                  "ENTRY e { ROOT x = " + "(" * 200 + "f32[]" + ")" * 200 + " parameter(0) }"]:
         assert check_one(text) in ("ok", "error")
+
+
+# Inputs the fuzzers found, each a crash once (kept so they stay fixed).
+REGRESSIONS = [
+    # a layout that is not a list of dimensions: int() of 'HloModule0' escaped from parse_shape
+    "ENTRY e {\n  ROOT p = (f32[10]{HloModule0}) parameter(0)\n}\n",
+    # a malformed window where the shape is left out: shape inference read it before validation
+    "ENTRY e {\n  p = f32[4] parameter(0)\n  c = f32[] constant(0)\n  ROOT r = reduce-window(p, c), window={size=$1}, to_apply=e\n}\n",
+    # a whole-computation token where a module header was expected: the message read its value
+    " m, x=1\n\n%add (a: f32[]) -> f32[] {\n  ROOT %a = f32[] parameter(0)\n}\n",
+    # a scalar with a one-dimension layout printed back without it: now rejected
+    "ENTRY e {\n  ROOT p = f16[]{0} parameter(0)\n}\n",
+]
+
+
+@pytest.mark.parametrize("text", REGRESSIONS)
+def test_fuzz_regressions(text):
+    assert check_one(text) == "error"
