@@ -293,28 +293,42 @@ ENTRY e {
     assert d[0].xla_reason == "not fusing because there are only bitcast users"
 
 
-def test_unprofitable_concatenate_keeps_the_modelled_times():
-    program, ctx, changed = run(ADD + """
+def test_misaligned_concatenate_priced_by_xlas_tuning_constant_and_relax_concat():
+    text = ADD + """
 ENTRY e {
   a = f32[64,1023] parameter(0)
   b = f32[64,1023] parameter(1)
   c = f32[64,2046] concatenate(a, b), dimensions={1}
   z = f32[] constant(0)
   ROOT r = f32[64] reduce(c, z), dimensions={1}, to_apply=add
-}""", device=xla_test_device())
+}"""
+    program, ctx, changed = run(text)
     d = decision(ctx, "c", "r")
-    assert d.rule == "PF-UNPROFITABLE"
-    assert d.facts["fused_us"] > d.facts["unfused_us"] > 0
-    assert "µs" in d.reason
-    relaxed_program, relaxed_ctx, relaxed_changed = run(ADD + """
+    assert d.rule == "PF-CONCAT-PENALTY" and d.facts["size"] == 1023 and "400 flops" in d.reason
+    program, ctx, changed = run(text, relax=["concat"])
+    d = decision(ctx, "c", "r")
+    assert d.verdict == Verdict.RELAXED and d.relaxed == ("PF-CONCAT-PENALTY",)
+    assert program.entry.root.opcode == "fusion" and "c" in program.entry.root.members()
+
+
+def test_unprofitable_recomputation_keeps_the_modelled_times():
+    text = """
 ENTRY e {
-  a = f32[64,1023] parameter(0)
-  b = f32[64,1023] parameter(1)
-  c = f32[64,2046] concatenate(a, b), dimensions={1}
-  z = f32[] constant(0)
-  ROOT r = f32[64] reduce(c, z), dimensions={1}, to_apply=add
-}""", relax=["cost-model"])
-    assert decision(relaxed_ctx, "c", "r").verdict == Verdict.RELAXED
+  x = f32[1024] parameter(0)
+  y = f32[1024,4096] parameter(1)
+  s = f32[1024] sine(x)
+  b = f32[1024,4096] broadcast(s), dimensions={0}
+  ROOT m = f32[1024,4096] multiply(b, y)
+}"""
+    program, ctx, changed = run(text)
+    # the broadcast joins the multiply; the sine, 662 cycles per element on sm_86, would then be
+    # computed 4096 times per input element
+    d = decision(ctx, "s")
+    assert d.rule == "PF-UNPROFITABLE" and d.xla_reason is None
+    assert d.facts["fused_us"] > d.facts["unfused_us"] > 0 and "µs" in d.reason
+    program, ctx, changed = run(text, relax=["cost-model"])
+    d = decision(ctx, "s")
+    assert d.verdict == Verdict.RELAXED and "PF-UNPROFITABLE" in d.relaxed
 
 
 def test_constants_small_fused_last_large_kept():

@@ -61,6 +61,16 @@ def shape_size(shape) -> int:
     return byte_size(shape, 8)
 
 
+def concat_is_penalised(node: Node) -> bool:
+    """GpuHloCostAnalysis::HandleConcatenate's special case: a concatenate along a dimension
+    other than the first whose first operand's size there is not a multiple of 32 (warps
+    straddle operand boundaries; XLA charges 400 flops per element instead of 6)."""
+    if node.opcode != "concatenate" or not node.operands:
+        return False
+    dim = (attributes.dimensions(node) or (0,))[0]
+    return dim > 0 and bool(node.operands[0].shape.dims[dim] & 31)
+
+
 def _signature(node: Node) -> tuple:
     """What a node's cost properties depend on besides the node itself."""
     fused = node.fused
@@ -104,8 +114,11 @@ class GpuHloCostAnalysis:
     Call `revisit(node)` after a node changed (a fusion that absorbed a producer keeps its
     identity), as XLA's PriorityFusion calls RevisitInstruction."""
 
-    def __init__(self, profile: OpProfile):
+    def __init__(self, profile: OpProfile, concat_penalty: bool = True):
         self.profile = profile
+        #: XLA prices a concatenate along a minor dimension whose first operand is not
+        #: 32-aligned at 400 flops per element (a tuning constant); False prices it at 6.
+        self.concat_penalty = concat_penalty
         self._props: dict[int, tuple[tuple, Properties]] = {}
         self._fusions: dict[int, FusionInfo] = {}
         self._reducer_flops: dict[str, float] = {}
@@ -223,10 +236,7 @@ class GpuHloCostAnalysis:
             p.operand_bytes[0] = 0.0
             p.operand_utilization[0] = f32((out_elems - elements(update)) / out_elems) if out_elems else 0.0
         elif op == "concatenate":
-            dim = (attributes.dimensions(node) or (0,))[0]
-            per_element = 6
-            if dim > 0 and node.operands and node.operands[0].shape.dims[dim] & 31:
-                per_element = 400
+            per_element = 400 if self.concat_penalty and concat_is_penalised(node) else 6
             p.flops = f32(per_element * elements_recursive(node.shape))
         elif op == "reduce":
             self._reduce(node, p)

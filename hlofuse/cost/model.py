@@ -162,10 +162,10 @@ class GpuPerformanceModel:
     """Modelled run times of the nodes of one graph, cached per node and per producer/consumer
     pair.  Call `invalidate(node)` when a node changes or disappears."""
 
-    def __init__(self, device: DeviceSpec, config: GpuConfig | None = None):
+    def __init__(self, device: DeviceSpec, config: GpuConfig | None = None, concat_penalty: bool = True):
         self.device = device
         self.config = config or GpuConfig(device, ERA_PRIORITY)
-        self.cost = GpuHloCostAnalysis(profile_for(device))
+        self.cost = GpuHloCostAnalysis(profile_for(device), concat_penalty=concat_penalty)
         self._analysis: dict[int, FusionAnalysis] = {}
         self._pair_analysis: dict[tuple[int, int], FusionAnalysis] = {}
         self._runtime: dict[int, RunTime] = {}

@@ -119,7 +119,7 @@ class PriorityFusionRun:
         self.ctx = ctx
         self.cfg = cfg
         self.log = log
-        self.model = GpuPerformanceModel(cfg.device, cfg)
+        self.model = GpuPerformanceModel(cfg.device, cfg, concat_penalty="PF-CONCAT-PENALTY" not in ctx.relaxed)
         self.state = pf.PfState(self.model, cfg)
         self.relaxed = ctx.relaxed
         # the queue: heap entries (-priority, -uid, uid) with lazy deletion
@@ -399,12 +399,27 @@ class PriorityFusionRun:
             relaxed.append("PF-UNPROFITABLE")
         if pf.is_fusible_bitcast(consumer) and not pf.is_fusible_bitcast(producer):
             relaxed.append("PF-BITCAST-USER")
+        if "PF-CONCAT-PENALTY" in self.relaxed and self._concat_penalty_decides(producer):
+            relaxed.append("PF-CONCAT-PENALTY")
         if "PF-ALL-USERS" in self.relaxed and not pf.is_fusible_bitcast(producer) and any(
                 not self.can_fuse(producer, u).allowed for u in producer.users if not pf.is_fusible_bitcast(u)):
             relaxed.append("PF-ALL-USERS")
         if not outcome.allowed:
             relaxed.append(outcome.blocked_by.id)
         self._record(producer, consumer, Outcome(None, {}, tuple(dict.fromkeys(relaxed))))
+
+    def _concat_penalty_decides(self, producer: "Node") -> bool:
+        """With XLA's 400-flops price of a misaligned concatenate, would the producer's
+        priority have been negative?  (Asked only when the user relaxed that price.)"""
+        from ..cost.analysis import concat_is_penalised
+
+        nodes = []
+        for n in [producer] + list(producer.users):
+            nodes.extend(n.fused.nodes() if n.opcode == "fusion" and n.fused is not None else [n])
+        if not any(concat_is_penalised(n) for n in nodes):
+            return False
+        penalised = GpuPerformanceModel(self.cfg.device, self.cfg, concat_penalty=True)
+        return penalised.run_times(producer, self._fusible_users(producer)).priority < 0
 
     def _record_remaining(self) -> None:
         """One BLOCKED decision for every producer→consumer edge left in the computation.  The
@@ -456,7 +471,8 @@ class PriorityFusionRun:
         if priority is not None and priority < 0 or priority is None and times.priority < 0:
             if priority is not None and priority < 0 <= times.priority:
                 times = RunTimes(times.time_unfused, times.time_unfused - priority)
-            outcome = evaluate(("PF-UNPROFITABLE",), self.candidate(producer, consumer, times=times), frozenset())
+            outcome = evaluate(("PF-CONCAT-PENALTY", "PF-UNPROFITABLE"),
+                               self.candidate(producer, consumer, times=times), frozenset())
             return make_decision(producer, consumer, outcome)
         outcome = evaluate(("PF-NOT-RECONSIDERED",), self.candidate(
             producer, consumer, stale=(priority, times)), frozenset())
@@ -555,7 +571,7 @@ class MofModel:
             self._model.invalidate(node)
 
     def __init__(self, cfg: GpuConfig):
-        self.model = GpuPerformanceModel(cfg.device, cfg)
+        self.model = GpuPerformanceModel(cfg.device, cfg, concat_penalty="PF-CONCAT-PENALTY" not in ctx.relaxed)
         self.analysis = MofModel._Analysis(self.model)
 
     def estimate_run_times(self, producer: "Node", consumers, multi_output: bool = False):

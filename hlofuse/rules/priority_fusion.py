@@ -561,6 +561,47 @@ def unprofitable(c: Candidate):
                      priority_us=times.unfused_us - times.fused_us, device=_state(c).config.device.name)
 
 
+@rule(id="PF-CONCAT-PENALTY", name="pf-concat-penalty", passes=_PASSES, pipelines=_PIPELINES,
+      tags={"concat", "cost-model", "profitability"}, relaxable=True,
+      xla=_ref("GpuHloCostAnalysis::HandleConcatenate", None, file="xla/service/gpu/model/gpu_hlo_cost_analysis.cc"),
+      message="the cost model prices the concatenate {concat} at 400 flops per element (it joins along "
+              "dimension {dimension}, and its first operand's size there, {size}, is not a multiple of 32); "
+              "fusing {producer} into its users would then take {fused_us:.3f} µs vs {unfused_us:.3f} µs")
+def concat_penalty(c: Candidate):
+    """The cost model charges a misaligned concatenate 400 flops per element.
+
+    What it checks: the fusion is unprofitable by the cost model (as PF-UNPROFITABLE) and the
+    producer or one of its users holds a concatenate along a dimension other than the first
+    whose first operand is not 32-aligned there: XLA prices such a concatenate at 400 flops
+    per element instead of 6.
+    Why XLA does this: a warp that straddles two operands executes both branches; XLA's comment
+    calls the constant tuned to one case (an LLM that fused a concat into a column reduction,
+    PriorityFusionTest.DontFuseConcat) until tiling can be reasoned about (b/315776282).
+    Example:
+        c = f32[64,2046] concatenate(f32[64,1023] a, f32[64,1023] b), dimensions={1}
+        ROOT r = f32[64] reduce(c, zero), dimensions={1}
+    Relaxing: the cost model prices the concatenate at 6 flops per element like any other; the
+    fused kernel is correct, only its modelled speed changes (`--relax concat`).
+    """
+    times = c.extra.get("times")
+    if times is None or times.priority >= 0:
+        return None
+    from ..cost.analysis import concat_is_penalised
+
+    nodes = []
+    for n in [c.producer] + list(c.producer.users):
+        nodes.extend(n.fused.nodes() if n.opcode == "fusion" and n.fused is not None else [n])
+    for n in nodes:
+        if concat_is_penalised(n):
+            from ..attributes import dimensions
+
+            dim = (dimensions(n) or (0,))[0]
+            return objection(producer=c.producer.name, consumer=c.consumer.name, concat=n.name, dimension=dim,
+                             size=n.operands[0].shape.dims[dim], fused_us=times.fused_us,
+                             unfused_us=times.unfused_us)
+    return None
+
+
 @rule(id="PF-LARGE-CONSTANT", name="pf-large-constant", passes=_PASSES, pipelines=_PIPELINES,
       tags={"constant", "compile-time"}, relaxable=True,
       xla=_ref("IsSmallConstant", None),
