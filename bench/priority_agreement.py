@@ -105,7 +105,7 @@ def reason_agreement(result: CheckResult, log: xla_log.FusionLog) -> tuple[int, 
             continue
         compared += 1
         if verdict.status == "unprofitable":
-            same = d.rule == "PF-UNPROFITABLE"
+            same = d.rule in ("PF-UNPROFITABLE", "PF-CONCAT-PENALTY")
         else:
             same = d.xla_reason == verdict.reason
         if same:

@@ -571,7 +571,7 @@ class MofModel:
             self._model.invalidate(node)
 
     def __init__(self, cfg: GpuConfig):
-        self.model = GpuPerformanceModel(cfg.device, cfg, concat_penalty="PF-CONCAT-PENALTY" not in ctx.relaxed)
+        self.model = GpuPerformanceModel(cfg.device, cfg)
         self.analysis = MofModel._Analysis(self.model)
 
     def estimate_run_times(self, producer: "Node", consumers, multi_output: bool = False):
