@@ -570,8 +570,8 @@ class MofModel:
         def revisit(self, node: "Node") -> None:
             self._model.invalidate(node)
 
-    def __init__(self, cfg: GpuConfig):
-        self.model = GpuPerformanceModel(cfg.device, cfg)
+    def __init__(self, cfg: GpuConfig, concat_penalty: bool = True):
+        self.model = GpuPerformanceModel(cfg.device, cfg, concat_penalty=concat_penalty)
         self.analysis = MofModel._Analysis(self.model)
 
     def estimate_run_times(self, producer: "Node", consumers, multi_output: bool = False):
@@ -601,7 +601,8 @@ def multi_output_fusion(program: "Program", ctx: "Context") -> bool:
     """MultiOutputFusion (hlofuse/passes/multi_output_fusion.py) with the 2026 cost model."""
     from . import multi_output_fusion as mof
 
-    ctx.cache["mof_model"] = MofModel
+    penalty = "PF-CONCAT-PENALTY" not in ctx.relaxed
+    ctx.cache["mof_model"] = lambda cfg: MofModel(cfg, concat_penalty=penalty)
     return mof.run(program, ctx)
 
 
