@@ -27,6 +27,7 @@ _CPU_PASSES = ("fusion-wrapper", "HLO_passes_after_layout_assignment", "reshape-
                "dot-library-rewriter", "dot-library-passes")
 _GPU_PRIORITY_PASSES = ("priority-fusion", "sort-iota-fusion", "priority_fusion_dump")
 _GPU_LEGACY_PASSES = ("fusion_merger", "horizontal_loop_fusion", "horizontal_input_fusion")
+_GPU_FUSION_PASS = re.compile(r"\.fusion\.after_fusion\.|\.fusion\.after_[^.]+\.before_fusion\.txt$")
 
 _GPU_CONFIG_KEYS = ("operation_queue_id", "wait_on_operation_queues", "fusion_backend_config",
                     "force_earliest_schedule", "cudnn_conv_backend_config", "gemm_backend_config",
@@ -82,6 +83,9 @@ def _from_names(names: list[str]) -> Detection | None:
         if hit:
             return Detection("cpu", "cpu", f"XLA:CPU: the dump file {name} names {hit}, an XLA:CPU pass")
     legacy = next(((n, p) for n in names for p in _GPU_LEGACY_PASSES if p in n), None)
+    if legacy is None:
+        # GpuInstructionFusion's pass is named plain `fusion` (today's pipeline has no such pass)
+        legacy = next(((n, "fusion") for n in names if _GPU_FUSION_PASS.search(n)), None)
     if legacy:
         return Detection("gpu", "legacy", f"XLA:GPU legacy pipeline: the dump file {legacy[0]} names {legacy[1]}")
     priority = next(((n, p) for n in names for p in _GPU_PRIORITY_PASSES if p in n), None)

@@ -183,7 +183,12 @@ def fusion_snapshot(files: list[DumpFile], which: str, pipeline: str | None = No
         # cse and dce run inside the priority fusion pipeline; when multi_output_fusion changes
         # nothing, XLA's last snapshot is `after_dce.before_multi_output_fusion`.
         names = names | {"cse", "dce"}
-    after = [f for f in passes if f.after_pass in names]
+    before = fusion_snapshot(files, "before_fusion", pipeline)
+    # A snapshot after a fusion pass, or one taken between fusion passes (e.g. legacy XLA's
+    # `horizontal_fusion.after_pipeline-start.before_horizontal_loop_fusion`, the module after
+    # vertical fusion when later snapshots were identical and not written or not kept).
+    after = [f for f in passes if f.after_pass in names or
+             (f.before_pass in names and before is not None and f.step > before.step)]
     return after[-1] if after else None
 
 

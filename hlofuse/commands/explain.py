@@ -30,6 +30,10 @@ def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(
         backend = "cpu"
     if pipeline in ("legacy", "priority") and backend is None:
         backend = "gpu"
+    if gpu is None and backend != "cpu":
+        from ..device import detect_gpu
+
+        gpu, _ = detect_gpu(input, module_name)
     module, name = load_input(input, module_name, stage, pipeline)
     dump = dump_context(input, module_name, stage, pipeline) if input != "-" else None
     ex = explain(module, backend=backend, pipeline=pipeline, gpu=gpu, dump=dump, relax=tuple(relax))

@@ -37,6 +37,12 @@ def _options(input_path, module, backend, pipeline, passes, gpu, relax, library_
     backend, pipeline, why = _detect(input_path, module, backend, pipeline)
     if why:
         stderr_console().print(f"[dim]{why}[/]")
+    if backend == "gpu" and gpu is None:
+        from ..device import detect_gpu
+
+        gpu, why_gpu = detect_gpu(input_path, module)
+        if why_gpu:
+            stderr_console().print(f"[dim]{why_gpu}[/]")
     return Options(backend=backend, pipeline=pipeline,
                    passes=tuple(p.strip() for p in passes.split(",") if p.strip()) if passes else None,
                    gpu=gpu, relax=tuple(relax), library_fusion=library_fusion)
@@ -243,12 +249,18 @@ def check_cmd(inputs, module_name, backend, pipeline, passes, gpu, relax, librar
         files = dumpdir.choose_module(dumpdir.scan(inputs[0]), module_name, inputs[0])
         b = dumpdir.fusion_snapshot(files, "before_fusion", options.pipeline)
         a = dumpdir.fusion_snapshot(files, "after_fusion", options.pipeline)
+        if b is not None and a is None:
+            a = next((f for f in files if f.stage == "after_optimizations"), None)
+            if a is not None:
+                stderr_console().print(
+                    "[yellow]warning:[/] no snapshot right after fusion here; comparing with after_optimizations, "
+                    "where XLA's later passes also ran, so some differences may not be fusion's")
         if b is None or a is None:
             raise InputError(f"{inputs[0]}: needs XLA's snapshots right before and after fusion; dump with "
                              "--xla_dump_hlo_pass_re matching the fusion passes (see README)")
         before, _ = load_input(str(b.path), None, None)
         after, _ = load_input(str(a.path), None, None)
-        if options.passes is None:
+        if options.passes is None and a.stage == "pass":
             options = _until(options, a)
     else:
         raise click.UsageError("give BEFORE AFTER files, or one dump folder")
@@ -276,6 +288,9 @@ def _until(options, after_file):
     if after_file.after_pass in names:
         last = len(names) - 1 - names[::-1].index(after_file.after_pass)
         return replace(options, passes=tuple(dict.fromkeys(names[: last + 1])))
+    if after_file.before_pass in names:  # taken between passes: replay those before it
+        first = names.index(after_file.before_pass)
+        return replace(options, passes=tuple(dict.fromkeys(names[:first])))
     return options
 
 
