@@ -14,6 +14,7 @@ fused kernel can always be named by the user's instructions.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from typing import Iterable, Iterator
@@ -79,7 +80,7 @@ class Node:
     uses were made (as XLA keeps them)."""
 
     __slots__ = ("name", "opcode", "shape", "operands", "users", "attrs", "literal", "called",
-                 "fused", "graph", "origin", "span", "uid")
+                 "fused", "graph", "origin", "span", "uid", "edits")
 
     def __init__(self, name: str, opcode: str, shape: ir.Shape, *, attrs=(), literal=None, called=(),
                  origin: tuple[str, ...] = (), span=None):
@@ -96,6 +97,8 @@ class Node:
         self.origin: tuple[str, ...] = origin
         self.span = span
         self.uid = 0
+        #: Bumped whenever this node's operand edges change (analyses cache per node state).
+        self.edits = 0
 
     # -- attributes -----------------------------------------------------------------------
     def attr(self, key: str, default: str | None = None) -> str | None:
@@ -227,8 +230,11 @@ class Graph:
         self._nodes[node.uid] = node
         self._by_name[node.name] = node
         if node.opcode == "parameter":
-            self.parameters.append(node)
-            self.parameters.sort(key=lambda p: p.parameter_number)
+            params = self.parameters
+            if params and params[-1].parameter_number > node.parameter_number:
+                bisect.insort(params, node, key=_parameter_number)
+            else:  # the usual case: parameters are added in order
+                params.append(node)
         return node
 
     def remove(self, node: Node) -> None:
@@ -318,7 +324,12 @@ class Graph:
         return f"<Graph {self.name}: {len(self._nodes)} nodes>"
 
 
+def _parameter_number(node: Node) -> int:
+    return node.parameter_number
+
+
 def _touch(node: Node) -> None:
+    node.edits += 1
     if node.graph is not None:
         node.graph.version += 1
 
@@ -327,18 +338,21 @@ def _remove_user(operand: Node, user: Node) -> None:
     """XLA's Users::RemoveUser: the last user moves into the removed user's slot (user order
     is not preserved, and XLA's traversals that follow user order see exactly this order)."""
     users = operand.users
-    for i, u in enumerate(users):
-        if u is user:
-            last = users.pop()
-            if i < len(users):
-                users[i] = last
-            return
+    try:
+        i = users.index(user)  # Node has no __eq__: identity, at C speed (a constant may have 10k users)
+    except ValueError:
+        return
+    last = users.pop()
+    if i < len(users):
+        users[i] = last
 
 
 def add_operand(node: Node, operand: Node) -> None:
     _touch(node)
+    # node uses operand already iff operand is among its operands: ask the shorter list
+    already = operand in node.operands if len(node.operands) < len(operand.users) else node in operand.users
     node.operands.append(operand)
-    if node not in operand.users:
+    if not already:
         operand.users.append(node)
 
 
@@ -352,7 +366,7 @@ def replace_operand(node: Node, old: Node, new: Node) -> None:
             changed = True
     if changed:
         _remove_user(old, node)
-        if not any(u is node for u in new.users):
+        if node not in new.users:
             new.users.append(node)
 
 
@@ -360,16 +374,16 @@ def set_operand(node: Node, index: int, new: Node) -> None:
     _touch(node)
     old = node.operands[index]
     node.operands[index] = new
-    if not any(op is old for op in node.operands):
+    if old not in node.operands:
         _remove_user(old, node)
-    if not any(u is node for u in new.users):
+    if node not in new.users:
         new.users.append(node)
 
 
 def remove_operand_at(node: Node, index: int) -> None:
     _touch(node)
     old = node.operands.pop(index)
-    if not any(op is old for op in node.operands):
+    if old not in node.operands:
         _remove_user(old, node)
 
 

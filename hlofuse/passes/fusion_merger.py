@@ -5,6 +5,10 @@ Traversal: every non-fusion computation; a snapshot of its post order (defs befo
 only `fusion` instructions are producers.  Removed producers stay in the snapshot and are
 skipped as XLA skips them (they have no users).  Every (producer, user) pair yields one
 Decision; the producer's verdict is shared by all its users, since XLA merges all or none.
+
+The verdict depends only on the producer, its users and their operands, so a later iteration
+of the fixed-point pipeline reuses it while none of them has changed (most of a large module
+is unchanged after the first iteration).
 """
 
 from __future__ import annotations
@@ -36,13 +40,31 @@ def merge_computation(graph: Graph, ctx: Context) -> bool:
         if model is None:
             model = shared_model(ctx, cfg)
         users = list(producer.users)
-        outcome, blocking_user = should_merge(producer, users, ctx, model)
+        outcome = _verdict(producer, users, ctx, model)
         for user in users:
             ctx.record(decision_from(ctx.pass_name, producer, user, outcome))
         if outcome.allowed:
             merge_into_users(producer, users, ctx, model)
             changed = True
     return changed
+
+
+def _verdict(producer: Node, users: list[Node], ctx: Context, model) -> Outcome:
+    verdicts = ctx.cache.setdefault("fusion-merger-verdicts", {})
+    state = (_state(producer), tuple(_state(u) for u in users))
+    known = verdicts.get(producer.uid)
+    if known is not None and known[0] == state:
+        return known[1]
+    outcome, _ = should_merge(producer, users, ctx, model)
+    verdicts[producer.uid] = (state, outcome)
+    return outcome
+
+
+def _state(node: Node) -> tuple:
+    """What the merger's rules read of a node: its operand edges (by edit count; a root tuple
+    may have thousands), body (by version) and kind."""
+    body = node.fused
+    return (node.uid, node.edits, body, body.version if body is not None else None, node.fusion_kind)
 
 
 def should_merge(producer: Node, users: list[Node], ctx: Context, model) -> tuple[Outcome, Node | None]:

@@ -15,6 +15,8 @@ Source: docs/xla/cpu-fusion.md ยง2 (X0102) and docs/xla/legacy-gpu-pipeline.md ย
 
 from __future__ import annotations
 
+from itertools import islice
+
 from . import XLA_COMMITS, Candidate, XlaRef, objection, rule
 from .instruction_facts import (  # noqa: F401 - re-exported: other rules import them from here
     ALLOWED_CODE_DUPLICATION, CACHE_INVALIDATING_OPCODES, ELEMENTWISE_OPCODES, EMBEDDED_CALLERS,
@@ -141,7 +143,8 @@ def _duplication_facts(c: Candidate, run) -> dict | None:
     p = c.producer
     if not fusion_would_duplicate(p, c.consumer) or is_always_duplicable(p):
         return None
-    others = [u.name for u in p.users if u is not c.consumer]
+    # five names at most: a scalar constant may have thousands of users
+    others = list(islice((u.name for u in p.users if u is not c.consumer), 5))
     return {"producer": p.name, "consumer": c.consumer.name, "users": len(p.users),
             "others": ", ".join(others[:4]) + (", ..." if len(others) > 4 else "")}
 
