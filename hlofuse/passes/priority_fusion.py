@@ -447,6 +447,12 @@ class PriorityFusionRun:
 
     def explain(self, producer: "Node", consumer: "Node") -> Decision | None:
         """Why `producer` is not fused into `consumer` on the current graph."""
+        if producer.is_multi_output_fusion:
+            # Made by multi_output_fusion after priority-fusion; consumers read one of its
+            # outputs through get-tuple-element, and no pass fuses it further.
+            outcome = evaluate(("GF-PRODUCER-MULTI-OUTPUT",), self.candidate(producer, consumer), frozenset())
+            if not outcome.allowed:
+                return make_decision(producer, consumer, outcome)
         if producer.opcode == "constant":
             outcome = evaluate(("PF-LARGE-CONSTANT",), self.candidate(producer, consumer), frozenset())
             if outcome.allowed:
