@@ -97,7 +97,7 @@ class Node:
         self.origin: tuple[str, ...] = origin
         self.span = span
         self.uid = 0
-        #: Bumped whenever this node's operand edges change (analyses cache per node state).
+        #: Bumped whenever this node's operands or users change (analyses cache per node state).
         self.edits = 0
 
     # -- attributes -----------------------------------------------------------------------
@@ -334,9 +334,15 @@ def _touch(node: Node) -> None:
         node.graph.version += 1
 
 
+def _add_user(operand: Node, user: Node) -> None:
+    operand.edits += 1
+    operand.users.append(user)
+
+
 def _remove_user(operand: Node, user: Node) -> None:
     """XLA's Users::RemoveUser: the last user moves into the removed user's slot (user order
     is not preserved, and XLA's traversals that follow user order see exactly this order)."""
+    operand.edits += 1
     users = operand.users
     try:
         i = users.index(user)  # Node has no __eq__: identity, at C speed (a constant may have 10k users)
@@ -353,7 +359,7 @@ def add_operand(node: Node, operand: Node) -> None:
     already = operand in node.operands if len(node.operands) < len(operand.users) else node in operand.users
     node.operands.append(operand)
     if not already:
-        operand.users.append(node)
+        _add_user(operand, node)
 
 
 def replace_operand(node: Node, old: Node, new: Node) -> None:
@@ -367,7 +373,7 @@ def replace_operand(node: Node, old: Node, new: Node) -> None:
     if changed:
         _remove_user(old, node)
         if node not in new.users:
-            new.users.append(node)
+            _add_user(new, node)
 
 
 def set_operand(node: Node, index: int, new: Node) -> None:
@@ -377,7 +383,7 @@ def set_operand(node: Node, index: int, new: Node) -> None:
     if old not in node.operands:
         _remove_user(old, node)
     if node not in new.users:
-        new.users.append(node)
+        _add_user(new, node)
 
 
 def remove_operand_at(node: Node, index: int) -> None:

@@ -248,6 +248,8 @@ def _find_non_trivial_hero(node: Node, cfg: GpuConfig) -> Node:
     hero = node
     while is_intermediate(hero, 1) and _inside(hero.operands[0], graph):
         hero = hero.operands[0]
+    if not _has_transpose_or_concat(graph):  # most fusions: no table needed
+        return hero if hero.opcode == "reduce" else node
     transposes, concats, nontrivial_below = _hero_tables(graph, cfg)
     for table in (transposes, concats):
         # A unique tiled transpose (else a unique concatenate) behind intermediate ops, with
@@ -258,6 +260,15 @@ def _find_non_trivial_hero(node: Node, cfg: GpuConfig) -> Node:
     if hero.opcode != "reduce":
         return node
     return hero
+
+
+def _has_transpose_or_concat(graph) -> bool:
+    cache = graph_cache(graph)
+    found = cache.get("has-transpose-or-concat")
+    if found is None:
+        found = cache["has-transpose-or-concat"] = any(
+            n.opcode in ("transpose", "concatenate") for n in graph.nodes())
+    return found
 
 
 def real_hero(node: Node, cfg: GpuConfig) -> Node:

@@ -154,6 +154,7 @@ def _split(graph: Graph, concat: Node) -> None:
         operands = merged
     for op in set(concat.operands):
         op.users = [u for u in op.users if u is not concat]
+        op.edits += 1
     concat.operands = []
     graph.version += 1
     for op in operands:

@@ -51,7 +51,7 @@ def merge_computation(graph: Graph, ctx: Context) -> bool:
 
 def _verdict(producer: Node, users: list[Node], ctx: Context, model) -> Outcome:
     verdicts = ctx.cache.setdefault("fusion-merger-verdicts", {})
-    state = (_state(producer), tuple(_state(u) for u in users))
+    state = tuple(_state(n) for n in [producer] + users)
     known = verdicts.get(producer.uid)
     if known is not None and known[0] == state:
         return known[1]
@@ -61,8 +61,8 @@ def _verdict(producer: Node, users: list[Node], ctx: Context, model) -> Outcome:
 
 
 def _state(node: Node) -> tuple:
-    """What the merger's rules read of a node: its operand edges (by edit count; a root tuple
-    may have thousands), body (by version) and kind."""
+    """What the merger's rules read of a node: its edges (by edit count: a root tuple may have
+    thousands of operands), its body (by version) and its kind."""
     body = node.fused
     return (node.uid, node.edits, body, body.version if body is not None else None, node.fusion_kind)
 
