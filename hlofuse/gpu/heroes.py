@@ -201,7 +201,6 @@ def _merged_heroes_unfused(producer: Node, consumer: Node, cfg: GpuConfig) -> li
     """merged_heroes for an unfused consumer: a fusion whose root is the consumer and whose
     only other inside value is the producer's."""
     p_root, p_tr, p_cc, p_nb = _producer_tables(producer, cfg)
-    inside_p = (lambda n: n is producer) if producer.fused is None else (lambda n: n.graph is producer.fused)
     consumer_nontrivial = consumer.opcode not in ("tuple", "parameter") and not is_intermediate(consumer, 3)
     hero = consumer
     if is_intermediate(consumer, 1) and consumer.operands[0] is producer:
