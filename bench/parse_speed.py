@@ -302,9 +302,9 @@ def _stages(text: str) -> dict:
     from hlofuse.validate import check_module
 
     t0 = time.perf_counter()
-    raw = P._run_parser(text, "start")
+    raw = P.run_parser(text, "start")
     t1 = time.perf_counter()
-    module = P._assemble(raw, text, None)
+    module = P.assemble(raw, text, None)
     t2 = time.perf_counter()
     module = check_module(module, text)
     t3 = time.perf_counter()

@@ -207,9 +207,9 @@ class _Checker:
             raise self.error(f"Unknown API version: {version}", instr, "api_version")
         constraints = instr.attr("operand_layout_constraints")
         if constraints is not None:
-            from .parse import _split_top_level, parse_shape
+            from .parse import parse_shape, split_top_level
 
-            items = [parse_shape(t) for t in _split_top_level(constraints.strip()[1:-1]) if t]
+            items = [parse_shape(t) for t in split_top_level(constraints.strip()[1:-1]) if t]
             if len(items) != len(shapes):
                 raise self.error(f"Expected {len(shapes)} operand layout constraints, {len(items)} given",
                                  instr, "operand_layout_constraints")

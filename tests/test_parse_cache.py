@@ -9,23 +9,23 @@ import subprocess
 import sys
 import tempfile
 
-from hlofuse import parse
+from hlofuse.parse import grammar
 
 from conftest import REPO
 
 
 def test_cache_file_under_xdg_cache_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    path = parse._cache_file("grammar text")
+    path = grammar.cache_file("grammar text")
     assert os.path.dirname(path) == str(tmp_path / "hlofuse")
-    assert parse._cache_file("other grammar") != path  # keyed by the grammar (and Lark, Python)
+    assert grammar.cache_file("other grammar") != path  # keyed by the grammar (and Lark, Python)
 
 
 def test_unwritable_cache_folder_falls_back_to_the_temporary_folder(tmp_path, monkeypatch):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
-    assert os.path.dirname(parse._cache_file("grammar text")) == tempfile.gettempdir()
+    assert os.path.dirname(grammar.cache_file("grammar text")) == tempfile.gettempdir()
 
 
 def test_a_fresh_process_writes_the_cache_and_the_next_one_reads_it(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 import hlofuse
 from hlofuse import parse
+from hlofuse.parse import reader
 
 from conftest import REPO, read_text, shared_dir
 
@@ -29,10 +30,10 @@ def _instruction_lines() -> list[str]:
 
 
 def test_grouped_instruction_pattern_matches_what_the_grammar_matches():
-    """_instruction_regex (used by the COMPUTATION reader) is the grammar's INSTRUCTION with
+    """instruction_regex (used by the COMPUTATION reader) is the grammar's INSTRUCTION with
     groups: on every instruction-like line, and on mutated ones, both match the same text."""
     grammar = parse.terminal_regex("INSTRUCTION")
-    grouped = parse._instruction_regex()
+    grouped = reader.instruction_regex()
     rng = random.Random(7)
     lines = _instruction_lines()
     mutated = []

@@ -1,4 +1,4 @@
-"""Large inputs are read in two processes (hlofuse/parse.py, section 4).  The result must be
+"""Large inputs are read in two processes (hlofuse/parse/parallel.py).  The result must be
 the module -- and for broken text the error -- that one process gives."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import hlofuse
-from hlofuse import parse
+from hlofuse.parse import parallel
 
 from conftest import REPO
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this
 
 @pytest.fixture()
 def small_threshold(monkeypatch):
-    monkeypatch.setattr(parse, "PARALLEL_MIN_BYTES", 10_000)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 10_000)
     monkeypatch.setenv("HLOFUSE_JOBS", "2")
 
 
@@ -39,10 +39,10 @@ def _serial(text, monkeypatch):
 
 
 def test_two_processes_give_the_same_module(text, small_threshold, monkeypatch):
-    assert parse._jobs(text) == 2
+    assert parallel.jobs(text) == 2
     calls = []
-    real = parse._merge
-    monkeypatch.setattr(parse, "_merge", lambda *a: calls.append(1) or real(*a))
+    real = parallel._merge
+    monkeypatch.setattr(parallel, "_merge", lambda *a: calls.append(1) or real(*a))
     module = hlofuse.loads(text)
     assert calls, "the two-process path did not run"
     serial = _serial(text, monkeypatch)
