@@ -11,6 +11,7 @@ import pytest
 import hlofuse
 from hlofuse import parse
 from hlofuse.parse import reader
+from hlofuse.parse.records import LocatedError
 
 from conftest import REPO, read_text, shared_dir
 
@@ -29,11 +30,26 @@ def _instruction_lines() -> list[str]:
     return lines
 
 
-def test_grouped_instruction_pattern_matches_what_the_grammar_matches():
-    """instruction_regex (used by the COMPUTATION reader) is the grammar's INSTRUCTION with
-    groups: on every instruction-like line, and on mutated ones, both match the same text."""
+def _read_instruction(line: str):
+    """What the COMPUTATION reader takes of `line` as one instruction: a head, then attributes
+    one at a time.  The match object of the head, and where the instruction ends."""
+    head = reader.head_regex().match(line)
+    if head is None:
+        return None, None
+    end = head.end()
+    attr = reader.attr_regex().match(line, end)
+    while attr is not None:
+        end = attr.end()
+        attr = reader.attr_regex().match(line, end)
+    return head, end
+
+
+def test_instruction_patterns_match_what_the_grammar_matches():
+    """The COMPUTATION reader's patterns (an instruction head, then `, name=value` as often as
+    it matches) read exactly what the grammar's INSTRUCTION terminal matches: on every
+    instruction-like line, real and mutated, both accept the same lines and end at the same
+    place, and the head's groups are the instruction's pieces."""
     grammar = parse.terminal_regex("INSTRUCTION")
-    grouped = reader.instruction_regex()
     rng = random.Random(7)
     lines = _instruction_lines()
     mutated = []
@@ -42,15 +58,40 @@ def test_grouped_instruction_pattern_matches_what_the_grammar_matches():
         mutated.append(line[:i] + rng.choice([",", " ", "(", "}", "x", "/*", ", a=b", ""]) + line[i + 1:])
     checked = 0
     for line in lines + mutated:
-        # the grouped pattern also skips the whitespace before the instruction
-        a, b = grammar.match(line, len(line) - len(line.lstrip(" \t\f\r\n"))), grouped.match(line)
-        assert (a and a.end()) == (b and b.end()), line
-        if b:
+        # the reader's head pattern also skips the whitespace before the instruction
+        expected = grammar.match(line, len(line) - len(line.lstrip(" \t\f\r\n")))
+        head, end = _read_instruction(line)
+        assert (expected and expected.end()) == end, line
+        if head:
             checked += 1
-            root, name, shape, opcode, operands = b.group(2, 3, 4, 5, 6)
+            root, name, shape, opcode, operands = head.group(2, 3, 4, 5, 6)
             assert line.lstrip().startswith(("ROOT " if root else "") + name)
-            assert parse.terminal_regex("SHAPE").fullmatch(shape) and parse.terminal_regex("OPERAND_LIST").fullmatch(operands)
+            assert parse.terminal_regex("SHAPE").fullmatch(shape)
+            assert parse.terminal_regex("OPERAND_LIST").fullmatch(operands)
     assert checked > 1000
+
+
+def test_computation_reader_splits_instructions():
+    """The COMPUTATION reader, on computations of one real instruction line, reads the whole
+    computation, names the instruction as its text does and marks ROOT where it is written."""
+    read = reader.READERS["COMPUTATION"]
+    checked = refused = 0
+    for line in _instruction_lines():
+        text = "%c {\n  " + line + "\n}\n"
+        try:
+            got = read(text, 0, len(text), 1, 0)
+        except LocatedError:  # the token is the grammar's, its operands are not names
+            refused += 1
+            continue
+        if got is None:
+            continue
+        assert got[1] == len(text) - 1, line
+        checked += 1
+        (instr,) = got[0].instrs
+        name = line.lstrip().removeprefix("ROOT").lstrip().split("=")[0].strip().lstrip("%")
+        assert instr.name == name, line
+        assert (got[0].roots == [0]) == line.lstrip().startswith("ROOT "), line
+    assert checked > 1000 and refused < checked / 10
 
 
 def test_computation_reader_and_token_path_agree():

@@ -102,11 +102,7 @@ class Assembler:
 
     def style(self, raw: RawModule):
         """The spelling of the text: `%` before names, signatures, operand shapes."""
-        first = raw.computations[0] if raw.computations else None
-        percent = False
-        if first is not None and first.instrs:
-            line = line_text(self.text, first.instrs[0].line) if first.instrs[0].line else ""
-            percent = "%" in line.split("=", 1)[0]
+        percent = bool(raw.computations) and uses_percent(self.text, raw.computations[0])
         signatures = any(rc.params is not None for rc in raw.computations)
         return self.style_of(percent, signatures)
 
@@ -121,8 +117,47 @@ class Assembler:
 
     # -- computations -------------------------------------------------------------------
     def computation(self, rc: RawComputation, is_entry: bool) -> ir.Computation:
-        built = self.flatten(rc.instrs)
+        if rc.roots is None:  # read token by token: there may be nested instructions to hoist
+            built = self.flatten(rc.instrs)
+        else:
+            self.declared = {}
+            instruction, control = ir.Instruction, False
+            instrs = []
+            for item in rc.instrs:
+                if item.__class__ is not instruction:  # computation names, operand shapes, ...
+                    control = control or any(key == "control-predecessors" for key, _ in item.attrs)
+                    item = self.instruction(item, item.operands)
+                instrs.append(item)
+            if not control and not self.declared:
+                comp = self.checked_quickly(rc, instrs, is_entry)
+                if comp is not None:
+                    return comp
+            roots = set(rc.roots)
+            built = [(instr, k in roots) for k, instr in enumerate(instrs)]
         return self.finish(rc.name, built, is_entry, rc.attrs, rc.line, rc.column, rc.params, rc.result_shape)
+
+    def checked_quickly(self, rc: RawComputation, instrs: list, is_entry: bool) -> ir.Computation | None:
+        """The computation, when `finish` would find nothing wrong with it, checked with less
+        work; None when something may be wrong (then `finish` finds what, and says it as XLA
+        does).  For the common computation: no control predecessors, no operand shapes."""
+        by_name = {instr.name: instr for instr in instrs}
+        if len(by_name) != len(instrs) or len(rc.roots) > 1 or not instrs:
+            return None
+        numbers = [instr.literal for instr in instrs if instr.opcode == "parameter"]
+        if numbers and not (all(n.isascii() and n.isdigit() for n in numbers)
+                            and len({int(n) for n in numbers}) == len(numbers)):
+            return None
+        for instr in instrs:
+            for op in instr.operands:
+                if op not in by_name:
+                    return None
+        root = instrs[rc.roots[0]] if rc.roots else instrs[-1]
+        if rc.result_shape is not None and not parse_shape(rc.result_shape).compatible(root.shape):
+            return None
+        comp = ir.Computation(name=rc.name, instructions=tuple(instrs), root_name=root.name, is_entry=is_entry,
+                              attrs=tuple((k, v) for k, v, _, _ in rc.attrs), span=ir.Span(rc.line, rc.column))
+        comp.__dict__["by_name"] = by_name  # functools.cached_property keeps its value there
+        return comp
 
     def lone_computation(self, ri: RawInstr) -> ir.Computation:
         """A lone instruction: its operands that are not defined become parameters, with the
@@ -335,6 +370,15 @@ class Assembler:
             attrs=tuple((k, v) for k, v, _, _ in attrs),
             span=ir.Span(line, col),
         )
+
+
+def uses_percent(text: str, rc: RawComputation) -> bool:
+    """Whether the text writes names with `%`, judged by the first instruction of `rc`."""
+    if not rc.instrs:
+        return False
+    first = rc.instrs[0]
+    line = first.span.line if first.__class__ is ir.Instruction else first.line
+    return bool(line) and "%" in line_text(text, line).split("=", 1)[0]
 
 
 def line_text(text: str, line: int) -> str:

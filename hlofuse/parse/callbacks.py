@@ -7,7 +7,7 @@ import sys
 
 import lark
 
-from .reader import computation_from_head, raw_instruction, head_regex
+from .reader import computation_from_head, raw_instruction
 from .records import (LITERAL_OPCODES, AnonOperand, Literal, LocatedError, RawComputation, RawInstr, RawModule,
                       strip_percent, token_attr, token_text, token_type)
 from .shapes import parse_shape
@@ -19,14 +19,8 @@ class Callbacks(lark.Transformer):
     # -- instructions -------------------------------------------------------------------
     def fast_instruction(self, children):
         head = children[0]
-        text = token_text(head)
-        m = head_regex().match(text)
-        root, name, shape_text, opcode, operand_list = m.groups()
-        raw = raw_instruction(text, root, name, shape_text, opcode, operand_list, m.end(), len(text),
-                              head.line, head.column)
-        if len(children) > 1:  # attributes after a comment
-            raw.attrs.extend(token_attr(t)[:2] for t in children[1:])
-        return raw
+        # ATTR tokens after the INSTRUCTION token: attributes after a comment
+        return raw_instruction(token_text(head), head.line, head.column, [token_attr(t)[:2] for t in children[1:]])
 
     def instruction(self, children):
         is_root = False

@@ -21,7 +21,7 @@ from lark.exceptions import UnexpectedInput, VisitError
 
 from .. import ir
 from ..errors import HloSyntaxError
-from .assemble import Assembler, line_text
+from .assemble import Assembler, uses_percent
 from .grammar import parser
 from .records import LocatedError, RawComputation
 from .sections import stack_frame_index
@@ -166,9 +166,7 @@ def _merge(first: _Part, second: _Part, text: str, path: str | None, strict: boo
         comps[-1] = dataclasses.replace(comps[-1], is_entry=True)
     extra = first.extra + second.extra
     assembler.saw_operand_shapes = first.saw_operand_shapes or second.saw_operand_shapes
-    first_instr = raws[0].instrs[0] if raws[0].instrs else None
-    percent = bool(first_instr and first_instr.line and
-                   "%" in line_text(text, first_instr.line).split("=", 1)[0])
+    percent = uses_percent(text, raws[0])
     module = ir.Module(
         name=first.raw.name,
         computations=tuple(extra + comps),

@@ -16,18 +16,27 @@ from .records import (LITERAL_OPCODES, REWRITTEN_ATTRS, LocatedError, RawComputa
 from .shapes import parse_shape
 
 
+_WS = r"[ \t\f\r\n]"
+
+
 @functools.lru_cache(maxsize=1)
 def head_regex() -> re.Pattern:
-    """Splits the head of an INSTRUCTION token (the grammar's INSTR_HEAD): root, name, shape,
-    opcode, operand list; the attributes follow it."""
-    return re.compile(r"(ROOT\s+)?(" + pattern("NAME") + r")\s*=\s*(" + pattern("SHAPE") + r")\s+("
-                      + pattern("OPCODE") + r")\s*(" + pattern("OPERAND_LIST") + ")")
+    """The grammar's INSTR_HEAD, `(ROOT _WS1)? NAME _WS0 "=" _WS0 SHAPE _WS1 OPCODE _WS0
+    OPERAND_LIST`, composed from the same terminals, the whitespace before it skipped.  Groups:
+    1 the head, 2 ROOT, 3 name, 4 shape, 5 opcode, 6 operand list."""
+    ws = _WS
+    return re.compile(
+        f"{ws}*((?:(ROOT){ws}+)?({pattern('NAME')}){ws}*={ws}*({pattern('SHAPE')}){ws}+({pattern('OPCODE')})"
+        f"{ws}*({pattern('OPERAND_LIST')}))")
 
 
 @functools.lru_cache(maxsize=1)
-def _attr_regex() -> re.Pattern:
-    """One `, name=value` (the grammar's ATTR), with the name and the value as groups."""
-    return re.compile(r"\s*,\s*(" + pattern("ATTR_NAME") + r")\s*=\s*(" + pattern("ATTR_VALUE") + ")")
+def attr_regex() -> re.Pattern:
+    """`_WS0 ATTR`, ATTR being `"," _WS0 ATTR_NAME _WS0 "=" _WS0 ATTR_VALUE`: groups 1 the name,
+    2 the value.  The grammar's INSTRUCTION is `INSTR_HEAD (_WS0 ATTR)*`: a head, then this
+    pattern as often as it matches (tests/test_parse_lexer.py checks that both read the same)."""
+    ws = _WS
+    return re.compile(f"{ws}*,{ws}*({pattern('ATTR_NAME')}){ws}*={ws}*({pattern('ATTR_VALUE')})")
 
 
 @functools.lru_cache(maxsize=1)
@@ -51,123 +60,105 @@ def _names_regex() -> re.Pattern:
 
 @functools.lru_cache(maxsize=1)
 def _operand_item_regex() -> re.Pattern:
-    name = terminal_regex("NAME").pattern
-    shape = terminal_regex("SHAPE").pattern
-    return re.compile(r"\s*(?:(" + shape + r")\s+)?(" + name + r")\s*(?:,|\Z)")
+    return re.compile(r"\s*(?:(" + pattern("SHAPE") + r")\s+)?(" + pattern("NAME") + r")\s*(?:,|\Z)")
 
 
 _INDEX_COMMENT_RE = re.compile(r"/\*index=[0-9]+\*/")
-
-
-def raw_instruction(text: str, root, name: str, shape_text: str, opcode: str, operand_list: str,
-                    attrs_start: int, attrs_end: int, line: int, column: int) -> RawInstr:
-    """The record of one instruction in the common form, from the pieces of its text: the
-    head's groups, and text[attrs_start:attrs_end] holding its `, name=value` attributes."""
-    fast = _FAST or _bind_fast()
-    intern = sys.intern
-    attrs = []
-    rewritten = False
-    if attrs_start < attrs_end:
-        for a in fast.attrs(text, attrs_start, attrs_end):
-            key, value = a.group(1, 2)
-            # Short values (dimensions={1}, kind=kLoop, index=0, calls=...) repeat: share them.
-            attrs.append((intern(key), intern(value) if len(value) < 48 else value))
-            rewritten = rewritten or key in REWRITTEN_ATTRS
-    opcode = intern(opcode)
-    operand_text = operand_list[1:-1]
-    literal = None
-    operands: list = []
-    operand_shapes = None
-    if opcode in LITERAL_OPCODES:
-        literal = operand_text.strip()
-    elif operand_text and not operand_text.isspace():
-        if "/*" in operand_text:
-            operand_text = _INDEX_COMMENT_RE.sub("", operand_text)
-        if "[" not in operand_text and "(" not in operand_text and "{" not in operand_text and \
-                fast.names(operand_text):
-            operands = list(map(intern, _BARE_NAME_RE.findall(operand_text)))
-        else:
-            operand_shapes = []
-            pos = 0
-            item_re = _operand_item_regex()
-            while pos < len(operand_text):
-                m_item = item_re.match(operand_text, pos)
-                if m_item is None or m_item.end() == pos:
-                    raise LocatedError(
-                        "expects an operand name (an operand that is a literal is only valid in constant(...))",
-                        line, column)
-                operand_shapes.append(m_item.group(1))
-                operands.append(strip_percent(m_item.group(2)))
-                pos = m_item.end()
-            if all(s is None for s in operand_shapes):
-                operand_shapes = None
-            if any(not is_name(o) for o in operands):
-                raise LocatedError("expects an operand name (a literal is only valid in constant(...))",
-                                   line, column)
-    name = intern(name[1:] if name[0] == "%" else name)
-    shape = parse_shape(shape_text)
-    built = None
-    if not rewritten and operand_shapes is None:  # nothing for assembly to resolve: make it now
-        built = fast.instruction(name, opcode, shape, tuple(operands), tuple(attrs), literal, (),
-                                 fast.span(line, column))
-    return RawInstr(name, opcode, shape, operands, attrs, literal, root is not None, line, column,
-                    operand_shapes, True, built)
-
-
-class _Fast:
-    """The compiled patterns and constructors raw_instruction uses, bound once."""
-
-    __slots__ = ("attrs", "names", "instruction", "span")
-
-
-_FAST: _Fast | None = None
-
-
-def _bind_fast() -> _Fast:
-    global _FAST
-    fast = _Fast()
-    fast.attrs = _attr_regex().finditer
-    fast.names = _names_regex().fullmatch
-    fast.instruction, fast.span = ir.Instruction, ir.Span
-    _FAST = fast
-    return fast
-
-
-_WS = r"[ \t\f\r\n]"
 # The names of an operand list that _names_regex has matched, without their `%`.
 _BARE_NAME_RE = re.compile(r"%?([^\s,%]+)")
-
-
-@functools.lru_cache(maxsize=1)
-def instruction_regex() -> re.Pattern:
-    """The grammar's INSTRUCTION (INSTR_HEAD (_WS0 ATTR)*, INSTR_HEAD being
-    (ROOT _WS1)? NAME _WS0 "=" _WS0 SHAPE _WS1 OPCODE _WS0 OPERAND_LIST), composed from the same
-    terminals, with the pieces as groups and the whitespace before it skipped.  Groups: 1 the
-    instruction, 2 ROOT, 3 name, 4 shape, 5 opcode, 6 operand list, 7 attributes.
-    tests/test_parse_lexer.py checks it matches what the grammar's INSTRUCTION matches."""
-    ws = _WS
-    return re.compile(
-        f"{ws}*((?:(ROOT){ws}+)?({pattern('NAME')}){ws}*={ws}*({pattern('SHAPE')}){ws}+({pattern('OPCODE')})"
-        f"{ws}*({pattern('OPERAND_LIST')})((?:{ws}*{pattern('ATTR')})*))")
-
-
 _CLOSE_RE = re.compile(_WS + r"*\}")
+#: Attribute values shorter than this are interned: short values (dimensions={1}, kind=kLoop,
+#: index=0, ...) repeat, and the module then holds each once.
+_SHARED_VALUE_LEN = 48
+
+
+def instruction(root, name: str, shape_text: str, opcode: str, operand_list: str, attrs: list,
+                rewritten: bool, line: int, column: int):
+    """One instruction of the common form (every operand a name), from the pieces of its text:
+    the ir.Instruction itself when nothing is left for assembly to resolve, else a RawInstr
+    (`rewritten`: computation names or control predecessors to resolve; operand shapes to
+    compare with the operands')."""
+    fast = _FAST or _bind_fast()
+    intern = sys.intern
+    opcode = intern(opcode)
+    literal = None
+    operands: list | tuple = ()
+    operand_shapes = None
+    if opcode in LITERAL_OPCODES:
+        literal = operand_list[1:-1].strip()
+    else:
+        operand_text = operand_list[1:-1]
+        if "/*" in operand_text:
+            operand_text = _INDEX_COMMENT_RE.sub("", operand_text)
+        if operand_text and not operand_text.isspace():
+            if "[" not in operand_text and "(" not in operand_text and "{" not in operand_text and \
+                    fast.names(operand_text):
+                operands = tuple(map(intern, _BARE_NAME_RE.findall(operand_text)))
+            else:
+                operands, operand_shapes = _operands_with_shapes(operand_text, line, column)
+    name = intern(name[1:] if name[0] == "%" else name)
+    shape = parse_shape(shape_text)
+    if rewritten or operand_shapes is not None:
+        return RawInstr(name, opcode, shape, list(operands), attrs, literal, root is not None, line, column,
+                        operand_shapes, True)
+    return fast.instruction(name, opcode, shape, operands, tuple(attrs), literal, (), fast.span(line, column))
+
+
+def _operands_with_shapes(operand_text: str, line: int, column: int) -> tuple[list, list | None]:
+    """`f32[2]{0} %a, %b` → the names, and the shape text written before each (None where none is)."""
+    operands, operand_shapes = [], []
+    pos = 0
+    item_re = _operand_item_regex()
+    while pos < len(operand_text):
+        m_item = item_re.match(operand_text, pos)
+        if m_item is None or m_item.end() == pos:
+            raise LocatedError(
+                "expects an operand name (an operand that is a literal is only valid in constant(...))",
+                line, column)
+        operand_shapes.append(m_item.group(1))
+        operands.append(strip_percent(m_item.group(2)))
+        pos = m_item.end()
+    if any(not is_name(o) for o in operands):
+        raise LocatedError("expects an operand name (a literal is only valid in constant(...))", line, column)
+    return operands, (operand_shapes if any(s is not None for s in operand_shapes) else None)
+
+
+def raw_instruction(text: str, line: int, column: int, more_attrs=()) -> RawInstr:
+    """The record of an INSTRUCTION token (met on the token-by-token path), and of the ATTR
+    tokens after it (`more_attrs`, as (name, value): attributes after a comment)."""
+    m = head_regex().match(text)
+    root, name, shape_text, opcode, operand_list = m.group(2, 3, 4, 5, 6)
+    attrs = []
+    for a in attr_regex().finditer(text, m.end()):
+        key, value = a.group(1, 2)
+        attrs.append((sys.intern(key), sys.intern(value) if len(value) < _SHARED_VALUE_LEN else value))
+    attrs.extend(more_attrs)
+    rewritten = any(key in REWRITTEN_ATTRS for key, _ in attrs)
+    made = instruction(root, name, shape_text, opcode, operand_list, attrs, rewritten, line, column)
+    if isinstance(made, RawInstr):
+        return made
+    return RawInstr(made.name, made.opcode, made.shape, list(made.operands), attrs, made.literal, root is not None,
+                    line, column, None, True, made)
 
 
 def _read_computation(text: str, pos: int, end: int, line: int, line_start: int):
     """The COMPUTATION terminal (COMPUTATION_HEAD (_WS0 INSTRUCTION)* _WS0 "}"), read one
     instruction at a time: (raw computation, end offset), or None when the computation holds
-    anything else, so that the parser reads it token by token."""
+    anything else, so that the parser reads it token by token.  Most of the raw computation's
+    instructions are ir.Instructions already (see `instruction`); `roots` says which were ROOT."""
     head = terminal_regex("COMPUTATION_HEAD").match(text, pos, end)
     if head is None:
         return None
-    instrs = []
-    match = instruction_regex().match
+    fast = _FAST or _bind_fast()
+    match_head, match_attr, make = fast.head, fast.attr, instruction
+    intern, rewritten_attrs = sys.intern, REWRITTEN_ATTRS
     count, rfind = text.count, text.rfind
+    instrs: list = []
+    roots: list[int] = []
     head_line, head_column = line, pos - line_start + 1
     p = head.end()
     while True:
-        m = match(text, p, end)
+        m = match_head(text, p, end)
         if m is None:
             break
         start = m.start(1)
@@ -176,10 +167,21 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
             line += n
             line_start = rfind("\n", p, start) + 1
         root, name, shape, opcode, operands = m.group(2, 3, 4, 5, 6)
-        attrs_start, attrs_end = m.span(7)
-        instrs.append(raw_instruction(text, root, name, shape, opcode, operands, attrs_start, attrs_end,
-                                      line, start - line_start + 1))
         p = m.end()
+        attrs = []
+        rewritten = False
+        a = match_attr(text, p, end)
+        while a is not None:
+            key, value = a.group(1, 2)
+            key = intern(key)
+            attrs.append((key, intern(value) if len(value) < _SHARED_VALUE_LEN else value))
+            if key in rewritten_attrs:
+                rewritten = True
+            p = a.end()
+            a = match_attr(text, p, end)
+        if root is not None:
+            roots.append(len(instrs))
+        instrs.append(make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1))
         n = count("\n", start, p)
         if n:
             line += n
@@ -188,7 +190,27 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     if close is None:
         return None
     raw = computation_from_head(text[pos:head.end()], instrs, [], head_line, head_column)
+    raw.roots = roots
     return raw, close.end()
+
+
+class _Fast:
+    """The compiled patterns and constructors the reader uses, bound once."""
+
+    __slots__ = ("head", "attr", "names", "instruction", "span")
+
+
+_FAST: _Fast | None = None
+
+
+def _bind_fast() -> _Fast:
+    global _FAST
+    fast = _Fast()
+    fast.head, fast.attr = head_regex().match, attr_regex().match
+    fast.names = _names_regex().fullmatch
+    fast.instruction, fast.span = ir.Instruction, ir.Span
+    _FAST = fast
+    return fast
 
 
 def computation_from_head(head_text: str, instrs: list, attrs: list, line: int, column: int) -> RawComputation:

@@ -47,9 +47,12 @@ class RawComputation:
     params: list[tuple[str, str, int, int]] | None  # (name, shape text, line, col) from the signature
     result_shape: str | None
     attrs: list[tuple[str, str, int, int]]
-    instrs: list[RawInstr]
+    instrs: list  # RawInstr; from the computation reader, mostly ir.Instruction (see `roots`)
     line: int
     column: int
+    #: Set by the computation reader: the positions of the instructions written with ROOT.  Its
+    #: instructions are then ir.Instructions, or RawInstrs whose operands are all names.
+    roots: list[int] | None = None
 
 
 @dataclass(slots=True)
