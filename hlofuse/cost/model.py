@@ -172,6 +172,9 @@ class GpuPerformanceModel:
         #: producer uid → consumer uid → fused time (GpuPerformanceModelCache's fusion map).
         self._fused: dict[int, dict[int, int | float]] = {}
         self._triton: dict[tuple[int, int], tuple] = {}
+        #: uid → the pair keys it appears in (both caches above), so forgetting a node does
+        #: not scan every pair of the graph.
+        self._pairs_of: dict[int, set[tuple[int, int]]] = {}
 
     # -- analyses ------------------------------------------------------------------------
     def analysis(self, node: Node) -> FusionAnalysis:
@@ -187,7 +190,17 @@ class GpuPerformanceModel:
         if a is None:
             a = analyse_producer_consumer(producer, consumer, self.config)
             self._pair_analysis[key] = a
+            self._index_pair(key)
         return a
+
+    def _index_pair(self, key: tuple[int, int]) -> None:
+        pairs_of = self._pairs_of
+        for uid in key:
+            keys = pairs_of.get(uid)
+            if keys is None:
+                pairs_of[uid] = {key}
+            else:
+                keys.add(key)
 
     # -- caches ----------------------------------------------------------------------------
     def invalidate(self, node: Node) -> None:
@@ -198,10 +211,9 @@ class GpuPerformanceModel:
             source = op.operands[0] if op.opcode == "get-tuple-element" and op.operands else op
             self._fused.get(source.uid, {}).pop(node.uid, None)
         self._analysis.pop(node.uid, None)
-        for key in [k for k in self._pair_analysis if node.uid in k]:
-            del self._pair_analysis[key]
-        for key in [k for k in self._triton if node.uid in k]:
-            del self._triton[key]
+        for key in self._pairs_of.pop(node.uid, ()):
+            self._pair_analysis.pop(key, None)
+            self._triton.pop(key, None)
         self.cost.revisit(node)
 
     def cached_runtime(self, node: Node) -> RunTime | None:
@@ -311,6 +323,7 @@ class GpuPerformanceModel:
         if found is None:
             found = best_tiled(self, self.pair_analysis(producer, consumer).node)
             self._triton[key] = found
+            self._index_pair(key)
         return found
 
     # -- operand bytes of a fused pair (GpuPerformanceModelBase helpers) ------------------
