@@ -10,6 +10,7 @@ from hlofuse.gpu import GpuConfig
 from hlofuse.gpu import test_device as a6000_test_device
 from hlofuse.gpu import budget, emitter, fusible, heroes, in_place, reductions, shapes, transposes
 from hlofuse.graph import Program
+from hlofuse.rules import instruction_facts
 from hlofuse.parse import parse_shape
 
 CFG = GpuConfig(a6000_test_device(), era="2024")
@@ -185,8 +186,8 @@ def test_in_place_refusal_of_a_mismatched_slice():
                  "s = f32[4]{0} slice(p), slice={[0:4]}\nn = f32[4]{0} negate(s)\n"
                  "ROOT d = f32[16]{0} dynamic-update-slice(p, s, i)")
     d = prog.entry["d"]
-    reason, facts = in_place.in_place_refusal(prog.entry["s"], d)
-    assert reason == "DUS and slice index mismatch"
+    reason, facts = instruction_facts.in_place_refusal(prog.entry["s"], d)
+    assert reason == "IF-INPLACE-SLICE-INDEX" and facts == {"slice": "s", "dimension": 0}
     assert in_place.in_place_pairs(d) == [(0, (), ())]
 
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 from ..gpu import gpu_config
 from ..gpu.fusible import is_input_fusible_reduction
 from ..gpu.heavy import creates_heavy_computation
-from ..gpu.properties import is_always_duplicable, is_custom_fusion, is_expensive_gpu
+from ..gpu.properties import is_custom_fusion, is_expensive_gpu
 from ..gpu.transposes import is_physically_transposing
 from . import XLA_COMMITS, Candidate, XlaRef, objection, rule
+from .instruction_facts import is_always_duplicable
 
 _FILE = "xla/service/gpu/transforms/instruction_fusion.cc"
 _P = XLA_COMMITS["legacy"]

@@ -34,14 +34,6 @@ ELEMENTWISE_OPCODES = frozenset({
     "select", "clamp",
 })
 
-#: Opcodes with side effects of their own (HloInstruction::HasSideEffectNoRecurse).
-_SIDE_EFFECT_OPCODES = frozenset({
-    "send", "send-done", "recv", "recv-done", "rng", "rng-get-and-update-state", "infeed",
-    "outfeed", "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",
-    "collective-broadcast", "collective-permute-start", "collective-permute-done",
-})
-_LAYOUT_CONSTRAINED_COLLECTIVES = frozenset({"all-to-all", "all-gather", "all-reduce", "reduce-scatter"})
-
 #: Callers whose computations are "embedded" (GetInstructionCallContext == kEmbedded): their
 #: bodies are scalar lambdas (reducers, comparators, scatter combiners), never fused.
 EMBEDDED_CALLERS = frozenset({
@@ -97,21 +89,45 @@ def _fusion_elementwise_on(fusion: "Node", index: int) -> bool:
     return True
 
 
+_ALWAYS_SIDE_EFFECTING = frozenset({
+    "send", "send-done", "recv", "recv-done", "rng", "rng-get-and-update-state", "infeed",
+    "outfeed", "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",
+    "collective-broadcast", "collective-permute-start", "collective-permute-done",
+})
+
+
+def _is_spmd(node: "Node") -> bool:
+    """Whether the module was SPMD-partitioned (the text shows it as num_partitions > 1)."""
+    program = node.graph.program if node.graph is not None else None
+    source = getattr(program, "source", None)
+    return source is not None and (source.attr("num_partitions") or "1") != "1"
+
+
+def has_side_effect_no_recurse(node: "Node") -> bool:
+    """HloInstruction::HasSideEffectNoRecurse."""
+    op = node.opcode
+    if op in _ALWAYS_SIDE_EFFECTING:
+        return True
+    if op in ("all-to-all", "all-gather", "all-reduce", "reduce-scatter", "collective-permute"):
+        if op != "collective-permute" and (node.attr("constrain_layout") or "").lower() == "true":
+            return True
+        return node.attr("channel_id") is not None and not _is_spmd(node)
+    if op == "custom-call":
+        return (node.attr("custom_call_has_side_effect") or "").lower() == "true"
+    return False
+
+
 def has_side_effect(node: "Node") -> bool:
-    """HloInstruction::HasSideEffect: its own side effects or those of what it calls."""
-    if node.opcode in _SIDE_EFFECT_OPCODES:
-        return True
-    if node.opcode == "custom-call" and (node.attr("custom_call_has_side_effect") or "").strip() == "true":
-        return True
-    if node.opcode in _LAYOUT_CONSTRAINED_COLLECTIVES and (node.attr("constrain_layout") or "") == "true":
+    """HloInstruction::HasSideEffect: this instruction, or anything in a computation it calls."""
+    if has_side_effect_no_recurse(node):
         return True
     program = node.graph.program if node.graph is not None else None
+    called = []
+    if node.fused is not None:
+        called.append(node.fused)
     if program is not None:
-        for name in node.called:
-            graph = program.graphs.get(name)
-            if graph is not None and any(has_side_effect(n) for n in graph):
-                return True
-    return False
+        called.extend(program.graphs[c] for c in node.called if c in program.graphs)
+    return any(has_side_effect(n) for g in called for n in g.nodes())
 
 
 def is_fusible(node: "Node") -> bool:
@@ -196,11 +212,16 @@ def reuses_operand_elements(node: "Node", i: int) -> bool:
 
 
 def is_always_duplicable(node: "Node") -> bool:
-    """A widening convert or any broadcast: cheaper duplicated than materialised."""
+    """IsAlwaysDuplicable (instruction_fusion.cc): a widening convert, or any broadcast;
+    cheaper duplicated than materialised.  Sizes as ShapeUtil::ByteSizeOf counts them (a
+    sub-byte element takes a byte)."""
     if node.opcode == "broadcast":
         return True
-    return (node.opcode == "convert" and bool(node.operands)
-            and node.operands[0].shape.byte_size < node.shape.byte_size)
+    if node.opcode != "convert" or not node.operands:
+        return False
+    from ..gpu.shapes import byte_size
+
+    return byte_size(node.operands[0].shape) < byte_size(node.shape)
 
 
 def fusion_would_duplicate(producer: "Node", consumer: "Node") -> bool:
@@ -283,18 +304,18 @@ def _follow(node: "Node", index: tuple[int, ...]) -> tuple["Node", tuple[int, ..
     return node, index
 
 
-def _leaf_indices(shape: ir.Shape, prefix: tuple[int, ...] = ()) -> list[tuple[int, ...]]:
+def leaf_indices(shape: ir.Shape, prefix: tuple[int, ...] = ()) -> list[tuple[int, ...]]:
     if not shape.is_tuple:
         return [prefix]
     out = []
     for k, sub in enumerate(shape.tuple_shapes):
-        out.extend(_leaf_indices(sub, prefix + (k,)))
+        out.extend(leaf_indices(sub, prefix + (k,)))
     return out
 
 
 def _fusion_in_place_pairs(fusion: "Node") -> list[tuple[int, tuple[int, ...]]]:
     pairs = []
-    for out_index in _leaf_indices(fusion.shape):
+    for out_index in leaf_indices(fusion.shape):
         source, source_index = _follow(fusion.fused.root, out_index)
         found = None
         for operand, output in in_place_pairs(source):
