@@ -275,15 +275,6 @@ def signature(module: ir.Module) -> list[tuple[tuple[int, ...], str]]:
     return out
 
 
-def _leaves(value) -> list:
-    if isinstance(value, tuple):
-        out = []
-        for v in value:
-            out += _leaves(v)
-        return out
-    return [] if value is None else [np.asarray(value)]
-
-
 class Progress:
     """What run_plans reports while it works (the CLI draws a progress bar from it)."""
 
@@ -312,6 +303,7 @@ class Prepared:
 def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = None, seed: int = 0,
             progress: Progress | None = None) -> Prepared:
     from .execute.inputs import random_inputs, relative_error, tolerance
+    from .execute.cpu import value_leaves
     from .execute.interp import evaluate
     from .execute.lower import lower
     from .execute.runtime import Runner
@@ -329,7 +321,7 @@ def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = 
     elif len(inputs) != len(sig):
         raise InputError(f"the module takes {len(sig)} inputs, {len(inputs)} were given")
     progress.stage(f"reference: evaluating {reference_plan.name} with NumPy")
-    reference = _leaves(evaluate(reference_plan.module, list(inputs)))
+    reference = [np.asarray(v) for v in value_leaves(evaluate(reference_plan.module, list(inputs)))]
     runners = {}
     progress.stage("compiling", total=len(usable))
     for plan in usable:

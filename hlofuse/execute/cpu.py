@@ -143,18 +143,19 @@ def library_call(lowered, kernel, handles, target_module=np):
         ops = [numeric.from_physical(h[: s.elements], s) for h, s in zip(ins, in_shapes)]
         with np.errstate(all="ignore"):
             result = handler(evaluator, instr, ops)
-        leaves = _leaves(result)
+        leaves = value_leaves(result)
         for h, s, value in zip(outs, out_shapes, leaves):
             h[: s.elements] = numeric.to_physical(np.asarray(value), s)
 
     return call
 
 
-def _leaves(value) -> list:
+def value_leaves(value) -> list:
+    """The arrays of an evaluated value, a tuple's depth first (None, a token, has none)."""
     if isinstance(value, tuple):
         out = []
         for v in value:
-            out += _leaves(v)
+            out += value_leaves(v)
         return out
     return [] if value is None else [value]
 
