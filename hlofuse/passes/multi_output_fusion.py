@@ -54,13 +54,20 @@ class Reachability:
     level, greater than the levels of its operands (and control predecessors); fusing only
     raises the levels it must.  If b depends on a then level(a) < level(b), so a search from a
     towards b never leaves the levels below b's: exact answers, without a pass over the whole
-    computation per question."""
+    computation per question.
+
+    Levels start `GAP` apart along every edge, so a fusion that raises a level by less than
+    that stops there instead of raising everything downstream (in a deep model a raise near
+    the inputs would otherwise walk the whole rest of the graph, at every fusion)."""
+
+    GAP = 1 << 12
 
     def __init__(self, graph: Graph):
         self.graph = graph
         self.level: dict[int, int] = {}
+        gap = self.GAP
         for node in graph.post_order():
-            self.level[node.uid] = 1 + max((self.level.get(p.uid, 0) for p in self._preds(node)), default=0)
+            self.level[node.uid] = gap + max((self.level.get(p.uid, 0) for p in self._preds(node)), default=0)
         self._memo: dict[tuple[int, int], bool] = {}
 
     def _preds(self, node: Node) -> list[Node]:
@@ -72,7 +79,7 @@ class Reachability:
     def _level(self, node: Node) -> int:
         found = self.level.get(node.uid)
         if found is None:
-            found = self.level[node.uid] = 1 + max((self._level(p) for p in self._preds(node)), default=0)
+            found = self.level[node.uid] = self.GAP + max((self._level(p) for p in self._preds(node)), default=0)
         return found
 
     def changed(self, nodes) -> None:
