@@ -426,7 +426,7 @@ def test_span_budgets_stop_a_span_at_their_limit(rule_id, key, limit_key, at_lim
 # -- coverage -------------------------------------------------------------------------------
 
 
-def test_every_legacy_gpu_rule_is_named_by_a_test_or_fires_on_the_corpus():
+def test_every_legacy_gpu_rule_is_named_by_a_test_or_fires_on_the_corpus(corpus_dir):  # skips without it
     """Each GF-/IF-GPU-/FM-/MOF-/HF- rule of the legacy pipeline is exercised by name in the
     GPU tests, or refuses some pair when the corpus cases of the legacy passes are replayed."""
     from hlofuse.rules import load_all

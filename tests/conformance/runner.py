@@ -32,8 +32,14 @@ KNOWN_FAILURES = HERE / "known_failures.tsv"
 
 
 def corpus_dir() -> Path:
-    shared = Path(os.environ.get("HLOFUSE_SHARED", HERE.parent.parent.parent / "shared"))
-    return shared / "corpus" / "fusion"
+    """shared/corpus/fusion: $HLOFUSE_SHARED, ../shared, or /work/shared, as tests/conftest.py
+    looks for the shared folder (so a checkout elsewhere still finds the one the machine has)."""
+    if os.environ.get("HLOFUSE_SHARED"):
+        return Path(os.environ["HLOFUSE_SHARED"]) / "corpus" / "fusion"
+    for shared in (HERE.parent.parent.parent / "shared", Path("/work/shared")):
+        if shared.is_dir():
+            return shared / "corpus" / "fusion"
+    return HERE.parent.parent.parent / "shared" / "corpus" / "fusion"
 
 
 @dataclass(frozen=True)
