@@ -112,8 +112,7 @@ def test_the_concatenate_with_several_users_is_a_boundary(folder):
     for b in concat:
         assert b.hint and "separate arrays" in b.hint
     known = [b for b in concat if b.rule != UNKNOWN]
-    if not known:
-        pytest.skip(f"the {ex.backend}/{ex.pipeline} pipeline does not explain pass decisions yet: {ex.notes}")
+    assert known, f"the {ex.backend}/{ex.pipeline} pipeline left the concatenate unexplained: {ex.notes}"
     for b in known:
         assert b.explained_by in ("pipeline", "replay", "xla-log")
 
@@ -314,10 +313,7 @@ def test_a_module_before_fusion_is_replayed_and_explained():
     dump = dump_context(str(folder), stage="before_fusion")
     assert dump.stage_is_fused() is False
     module = parse_text(dump.chosen.path.read_text(encoding="utf-8"), str(dump.chosen.path))
-    try:
-        ex = explain(module, dump=dump)
-    except hlofuse.HlofuseError as err:  # the pipeline is not registered in this checkout
-        pytest.skip(str(err))
+    ex = explain(module, dump=dump)
     assert ex.stage == "replayed" and ex.backend == "cpu"
     kernel_edges = [b for b in ex.boundaries if b.consumer_kernel and not b.crossing
                     and not b.rule.startswith("BND-")]
