@@ -6,24 +6,9 @@ multi-output fusion needs it.  Whether fusing into an in-place consumer is safe
 from __future__ import annotations
 
 from ..graph import Node
-from ..rules.instruction_facts import leaf_indices, follow_tuple_indirection
+from ..rules.instruction_facts import follow_tuple_indirection, leaf_indices, output_to_operand_aliasing
 
 ShapeIndex = tuple[int, ...]
-
-
-def _aliasing(node: Node) -> list[tuple[ShapeIndex, int, ShapeIndex]]:
-    """`output_to_operand_aliasing={{out}: (operand, {index}), ...}` as triples."""
-    import re
-
-    text = node.attr("output_to_operand_aliasing")
-    if not text:
-        return []
-    out = []
-    for m in re.finditer(r"\{([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}\s*\)", text):
-        output = tuple(int(x) for x in m.group(1).split(",") if x.strip())
-        operand_index = tuple(int(x) for x in m.group(3).split(",") if x.strip())
-        out.append((output, int(m.group(2)), operand_index))
-    return out
 
 
 def in_place_pairs(node: Node) -> list[tuple[int, ShapeIndex, ShapeIndex]]:
@@ -44,14 +29,14 @@ def in_place_pairs(node: Node) -> list[tuple[int, ShapeIndex, ShapeIndex]]:
             pairs += [(1, (i,), base + (i,)) for i in range(len(node.operands[1].shape.tuple_shapes))]
         return pairs
     if op == "custom-call":
-        return [(operand, operand_index, output) for output, operand, operand_index in _aliasing(node)]
+        return [(operand, operand_index, output) for output, operand, operand_index in output_to_operand_aliasing(node)]
     if op == "all-reduce-start":
         if len(node.operands) == 1:
             return [(0, (), ())]
         return [(i, (), (i,)) for i in range(len(node.operands))]
     if op == "fusion" and node.fused is not None:
         pairs = _fusion_pairs(node)
-        pairs += [(operand, operand_index, output) for output, operand, operand_index in _aliasing(node)]
+        pairs += [(operand, operand_index, output) for output, operand, operand_index in output_to_operand_aliasing(node)]
         return pairs
     if op == "set-dimension-size":
         return [(0, (), ())]

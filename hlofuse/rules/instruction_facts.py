@@ -266,6 +266,15 @@ def _index(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
 
 
+def output_to_operand_aliasing(node: "Node") -> list[tuple[tuple[int, ...], int, tuple[int, ...]]]:
+    """`output_to_operand_aliasing={{out}: (operand, {index}), ...}` as (output index, operand
+    number, operand index) triples."""
+    text = node.attr("output_to_operand_aliasing")
+    if not text:
+        return []
+    return [(_index(out), int(operand), _index(index)) for out, operand, index in _ALIAS_RE.findall(text)]
+
+
 def in_place_pairs(node: "Node") -> list[tuple[int, tuple[int, ...]]]:
     """(operand number, output shape index) pairs whose buffers the instruction updates in place."""
     op = node.opcode
@@ -277,12 +286,10 @@ def in_place_pairs(node: "Node") -> list[tuple[int, tuple[int, ...]]]:
     pairs: list[tuple[int, tuple[int, ...]]] = []
     if op == "fusion" and node.fused is not None:
         pairs.extend(_fusion_in_place_pairs(node))
-    aliasing = node.attr("output_to_operand_aliasing")
-    if aliasing:
-        for out_index, operand, _ in _ALIAS_RE.findall(aliasing):
-            pair = (int(operand), _index(out_index))
-            if pair not in pairs:
-                pairs.append(pair)
+    for out_index, operand, _ in output_to_operand_aliasing(node):
+        pair = (operand, out_index)
+        if pair not in pairs:
+            pairs.append(pair)
     return pairs
 
 
