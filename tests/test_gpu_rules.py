@@ -428,12 +428,14 @@ def test_span_budgets_stop_a_span_at_their_limit(rule_id, key, limit_key, at_lim
 
 def test_every_legacy_gpu_rule_is_named_by_a_test_or_fires_on_the_corpus(corpus_dir):  # skips without it
     """Each GF-/IF-GPU-/FM-/MOF-/HF- rule of the legacy pipeline is exercised by name in the
-    GPU tests, or refuses some pair when the corpus cases of the legacy passes are replayed."""
+    GPU tests (test_horizontal_fusion.py for horizontal loop fusion's P and N variants), or
+    refuses some pair when the corpus cases of the legacy passes are replayed."""
     from hlofuse.rules import load_all
     from tests.conformance import runner
 
     here = Path(__file__).resolve().parent
-    text = "".join(p.read_text() for p in [here / "test_gpu_rules.py", here / "test_legacy_pipeline.py"])
+    text = "".join(p.read_text() for p in [here / "test_gpu_rules.py", here / "test_legacy_pipeline.py",
+                                            here / "test_horizontal_fusion.py"])
     seen: set[str] = set()
     make_ctx = runner.make_ctx
 

@@ -111,6 +111,14 @@ def is_nestable_variadic_reduction(node: Node, cfg: GpuConfig) -> bool:
         or (node.opcode == "fusion" and node.fusion_kind == "kLoop" and node.fused.root.opcode == "reduce"))
 
 
+def is_nestable_variadic_reduce_window(node: Node) -> bool:
+    """IsNestableVariadicReduceWindow (XLA 84d72608 and later; absent at 76da7301): a
+    tuple-shaped reduce-window, or a kLoop fusion rooted at one."""
+    return node.shape.is_tuple and (
+        node.opcode == "reduce-window"
+        or (node.opcode == "fusion" and node.fusion_kind == "kLoop" and node.fused.root.opcode == "reduce-window"))
+
+
 def is_fusible_as_multi_output_fusion_root(node: Node, cfg: GpuConfig) -> bool:
     """IsFusibleAsMultiOutputFusionRoot: fusible, not a custom fusion, and a reduction or
     transpose kernel, a kLoop fusion or an elementwise op (scatter never)."""
@@ -144,13 +152,17 @@ def scatter_in_place_operand(consumer: Node) -> Node:
     return consumer.operands[0]
 
 
-def is_consumer_the_only_non_root_user(node: Node, consumer: Node, cfg: GpuConfig) -> bool:
+def is_consumer_the_only_non_root_user(node: Node, consumer: Node, cfg: GpuConfig,
+                                       through_bitcast: bool | None = None) -> bool:
     """IsConsumerTheOnlyNonRootUser: every user is the consumer or the computation root,
-    looking through get-tuple-element (2026: and bitcast)."""
-    through = ("get-tuple-element",) if cfg.legacy else ("get-tuple-element", "bitcast")
+    looking through get-tuple-element (2026, and already XLA 84d72608 of 2025-01: and bitcast).
+    `through_bitcast` overrides the era's answer (horizontal loop fusion's N variant)."""
+    if through_bitcast is None:
+        through_bitcast = not cfg.legacy
+    through = ("get-tuple-element", "bitcast") if through_bitcast else ("get-tuple-element",)
     for user in node.users:
         if user.opcode in through:
-            if not is_consumer_the_only_non_root_user(user, consumer, cfg):
+            if not is_consumer_the_only_non_root_user(user, consumer, cfg, through_bitcast):
                 return False
         elif not (user is consumer or user.graph.root is user):
             return False

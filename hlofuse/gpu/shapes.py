@@ -5,10 +5,11 @@ how many bytes it occupies.  Shapes printed without a layout have XLA's default 
 
 from __future__ import annotations
 
+import re
 from math import prod
 from typing import Sequence
 
-from ..ir import ELEMENT_BITS, Shape
+from ..ir import ELEMENT_BITS, Layout, Shape
 
 
 def byte_width(element_type: str) -> int:
@@ -85,6 +86,37 @@ def equal(a: Shape, b: Shape) -> bool:
 def is_monotonic_dim0_major(shape: Shape) -> bool:
     """LayoutUtil::IsMonotonicWithDim0Major: the layout is {n-1, ..., 0}."""
     return tuple(shape.minor_to_major) == tuple(range(shape.rank - 1, -1, -1))
+
+
+#: The memory-space field of a printed layout, `S(n)` (after ':' in `{0:S(5)}`).
+_MEMORY_SPACE_RE = re.compile(r"(?<![A-Za-z])S\((\d+)\)")
+
+
+def memory_space(shape: Shape) -> int:
+    """LayoutUtil::MemorySpace: the `S(n)` of an array's layout; 0 (Layout::kDefaultMemorySpace)
+    when the layout names none, and for tuples, which have no layout of their own."""
+    if shape.is_tuple or shape.layout is None:
+        return 0
+    found = _MEMORY_SPACE_RE.search(shape.layout.extra)
+    return int(found.group(1)) if found else 0
+
+
+def all_in_default_memory_space(shape: Shape) -> bool:
+    """Every subshape (the tuple itself and each leaf, recursively) lives in memory space 0."""
+    if shape.is_tuple:
+        return all(all_in_default_memory_space(s) for s in shape.tuple_shapes)
+    return memory_space(shape) == 0
+
+
+def descending_layout_same_physical(shape: Shape) -> Shape:
+    """ShapeUtil::MakeShapeWithDescendingLayoutAndSamePhysicalLayout: the array with its
+    dimensions listed major to minor and the default layout, so its bytes are unchanged (a
+    bitcast of `shape`); tiles and other layout fields are kept."""
+    order = tuple(reversed(shape.minor_to_major))
+    extra = shape.layout.extra if shape.layout is not None else ""
+    return Shape(shape.element_type, tuple(shape.dims[d] for d in order),
+                 Layout(tuple(range(shape.rank - 1, -1, -1)), extra),
+                 dynamic=tuple(shape.dynamic[d] for d in order) if shape.dynamic else ())
 
 
 def _compose(p1: Sequence[int], p2: Sequence[int]) -> list[int]:

@@ -9,23 +9,48 @@ kernels that feed one consumer become one kernel.
 * `horizontal_input_fusion` (HorizontalInputFusion): reduction kernels feeding one consumer are
   merged greedily into multi-output fusions.
 
+HorizontalLoopFusion can also be replayed as of XLA 84d72608 (2025-01-15, "N"), the XLA that
+shared/corpus/fusion's horizontal cases come from: `run_loop(..., xla="N")`.  The legacy
+pipeline always runs P (the default).  What differs is data, not a second driver: a
+`rules.horizontal_fusion.LoopFusionXla` says, per commit, which computations are visited,
+whether candidates are found through bitcasts, whether concatenate-rooted kInput fusions
+qualify, how candidates are ordered, and which rules each stage asks (legacy contract §0.4,
+§11.4).  At N, compared with P:
+
+* every computation GetFusibleComputations returns is visited unless `only_entry_computation`;
+* candidates are found through bitcasts as well as get-tuple-elements, and the only-user check
+  looks through bitcast users too;
+* kInput fusions rooted at a concatenate are candidates; tuple-shaped reduce-windows are not;
+* a kernel with an input or output outside the default memory space is not a candidate
+  (HF-NON-DEFAULT-MEMORY-SPACE);
+* the row-major layout rule (HF-NOT-ROW-MAJOR) is gone, and non-row-major outputs are bitcast
+  to a descending layout before the sliced mode flattens them;
+* the shared-parameter ban (HF-SHARED-PARAMETER) is narrowed to dynamic-update-slice fusions
+  sharing any operand (HF-DUS-SHARED-OPERAND);
+* the equal-instruction-count span rule (HF-DIFFERENT-SIZE) and the unroll-cost limit
+  (HF-UNROLL-COST) are gone;
+* candidates are sorted on a key ending in the unique id; consumers with fewer than two
+  operands are skipped.
+
 Every candidate considered yields one Decision (candidate, consumer).
 """
 
 from __future__ import annotations
 
 from ..gpu import gpu_config
-from ..gpu.fusible import is_consumer_the_only_non_root_user, is_input_fusible_reduction, is_nestable_variadic_reduction
+from ..gpu.fusible import fusible_computations, is_consumer_the_only_non_root_user, is_input_fusible_reduction, \
+    is_nestable_variadic_reduce_window, is_nestable_variadic_reduction
 from ..gpu.heroes import real_hero
 from ..gpu.properties import instr_count_of_fusible, is_custom_fusion, is_elementwise, outputs_of_fusible
-from ..gpu.shapes import elements, equal_ignoring_element_type
+from ..gpu.shapes import descending_layout_same_physical, elements, equal_ignoring_element_type, \
+    is_monotonic_dim0_major
 from ..graph import Graph, Node, _dedupe_operands, add_operand, clone_node, create_fusion, fuse_into_multi_output, \
     make_gte
 from ..ir import INTEGRAL_TYPES, Layout, Shape, tuple_shape
 from ..pipeline import Context, decision_from
 from ..rules import Candidate, Outcome, evaluate
 from ..rules.gpu_fusible import BUDGET_RULES, SHAPE_RULES
-from ..rules.horizontal_fusion import CANDIDATE_RULES, SPAN_RULES
+from ..rules.horizontal_fusion import LoopFusionXla, is_concatenation_input_fusion, loop_fusion_xla
 from .cleanup import remove_instruction
 
 #: xla_data.proto PrimitiveType numbers: the sort key XLA orders candidates by.
@@ -40,13 +65,22 @@ _UNROLL_COSTLY = frozenset({"abs", "ceil", "floor", "round-nearest-afz", "round-
 
 
 def latest_non_gte_ancestor(node: Node) -> Node:
+    """HloInstruction::LatestNonGteAncestor: strip get-tuple-elements."""
     while node.opcode == "get-tuple-element":
         node = node.operands[0]
     return node
 
 
+def latest_non_trivial_ancestor(node: Node) -> Node:
+    """LatestNonTrivialAncestor (horizontal_loop_fusion.cc, N): strip get-tuple-elements and
+    bitcasts."""
+    while node.opcode in ("get-tuple-element", "bitcast"):
+        node = node.operands[0]
+    return node
+
+
 def unroll_cost(node: Node) -> int:
-    """GetInstrUnrollCostOfFusible (XLA 2024 only)."""
+    """GetInstrUnrollCostOfFusible (P only: N has no unroll-cost limit)."""
     if node.opcode == "fusion":
         return sum(unroll_cost(n) for n in node.fused.nodes())
     if node.opcode in _UNROLL_FREE:
@@ -68,16 +102,21 @@ def _control_predecessor_names(graph: Graph) -> set[str]:
     return out
 
 
-def _is_fusible_candidate(node: Node, cfg, control_names: set[str]) -> bool:
-    """IsFusibleCandidate: an elementwise op with operands, or a kLoop fusion whose outputs
-    share one element type; never control-dependent ops or nestable variadic reductions."""
+def _is_fusible_candidate(node: Node, cfg, control_names: set[str], xla: LoopFusionXla) -> bool:
+    """IsFusibleCandidate: an elementwise op with operands, or a kLoop fusion (at N also a
+    kInput fusion rooted at a concatenate) whose outputs share one element type; never
+    control-dependent ops or nestable variadic reductions (at N nor reduce-windows).  N's
+    memory-space test is a rule the caller asks (`fusible_rules`), so that it is explained."""
     if node.attr("control-predecessors") or node.name in control_names:
         return False
     if is_nestable_variadic_reduction(node, cfg):
         return False
+    if xla.excludes_variadic_reduce_window and is_nestable_variadic_reduce_window(node):
+        return False
     if is_elementwise(node) and node.operands:
         return True
-    if not (node.opcode == "fusion" and node.fusion_kind == "kLoop"):
+    if not (node.opcode == "fusion" and node.fusion_kind == "kLoop"
+            or xla.concat_input_fusions and is_concatenation_input_fusion(node)):
         return False
     types = {o.shape.element_type for o in outputs_of_fusible(node)}
     return len(types) == 1
@@ -88,21 +127,30 @@ def _is_fusible_candidate(node: Node, cfg, control_names: set[str]) -> bool:
 # ------------------------------------------------------------------------------------------
 
 
-def run_loop(program, ctx: Context, prefix: str = "", only_entry: bool = True) -> bool:
-    """HorizontalLoopFusion::Run: the entry computation only (XLA 2024)."""
-    graphs = [program.entry] if only_entry else program.non_fusion_graphs()
+def run_loop(program, ctx: Context, prefix: str = "", only_entry: bool | None = None,
+             xla: "str | LoopFusionXla" = "P") -> bool:
+    """HorizontalLoopFusion::Run as of XLA commit `xla` ("P", the default, or "N").
+
+    P fuses in the entry computation only and has no option; N visits every computation
+    GetFusibleComputations returns unless `only_entry_computation` is set.  `only_entry`
+    overrides the variant's default (for P, False is a replay convenience XLA never ran)."""
+    version = loop_fusion_xla(xla)
+    if only_entry is None:
+        only_entry = version.entry_only_by_default
+    graphs = [program.entry] if only_entry else fusible_computations(program, gpu_config(ctx))
     changed = False
     for graph in graphs:
-        changed |= HorizontalLoopFusion(graph, ctx, prefix).run()
+        changed |= HorizontalLoopFusion(graph, ctx, prefix, version).run()
     return changed
 
 
 class HorizontalLoopFusion:
-    def __init__(self, graph: Graph, ctx: Context, prefix: str = ""):
+    def __init__(self, graph: Graph, ctx: Context, prefix: str = "", xla: "str | LoopFusionXla" = "P"):
         self.graph = graph
         self.ctx = ctx
         self.cfg = gpu_config(ctx)
         self.prefix = prefix
+        self.xla = loop_fusion_xla(xla)
 
     def run(self) -> bool:
         stack = self.graph.post_order()
@@ -110,7 +158,7 @@ class HorizontalLoopFusion:
         changed = False
         while stack:
             consumer = stack.pop()
-            if consumer not in self.graph:
+            if consumer not in self.graph or len(consumer.operands) < self.xla.min_consumer_operands:
                 continue
             outcomes: dict[int, tuple[Node, Outcome]] = {}
             changed |= self.fuse_consumer_operands(consumer, False, stack, outcomes)
@@ -121,22 +169,37 @@ class HorizontalLoopFusion:
 
     def candidates(self, consumer: Node, sliced: bool, outcomes) -> list[Node]:
         """FusionCandidates::Initialize: filtered and sorted candidates of one consumer."""
+        xla = self.xla
+        ancestor = latest_non_trivial_ancestor if xla.through_bitcast else latest_non_gte_ancestor
         found: list[Node] = []
         for operand in consumer.operands:
-            pred = latest_non_gte_ancestor(operand)
-            if _is_fusible_candidate(pred, self.cfg, self.control_names) and not any(pred is f for f in found):
-                found.append(pred)
+            pred = ancestor(operand)
+            if any(pred is f for f in found) or not _is_fusible_candidate(pred, self.cfg, self.control_names, xla):
+                continue
+            if xla.fusible_rules:
+                outcome = evaluate(xla.fusible_rules, Candidate(pred, consumer, self.ctx, {"xla": xla}),
+                                   self.ctx.relaxed)
+                if not outcome.allowed:
+                    outcomes[pred.uid] = (pred, outcome)
+                    continue
+            found.append(pred)
         kept = []
         for node in found:
-            extra = {"sliced": sliced, "candidates": found}
-            outcome = evaluate(CANDIDATE_RULES, Candidate(node, consumer, self.ctx, extra), self.ctx.relaxed)
+            extra = {"xla": xla, "sliced": sliced, "candidates": found}
+            outcome = evaluate(xla.candidate_rules, Candidate(node, consumer, self.ctx, extra), self.ctx.relaxed)
             if outcome.allowed:
                 kept.append(node)
             else:
                 outcomes[node.uid] = (node, outcome)
-        kept.sort(key=lambda n: (_TYPE_ORDER.get(outputs_of_fusible(n)[0].shape.element_type, 99),
-                                 len(outputs_of_fusible(n)), instr_count_of_fusible(n),
-                                 elements(outputs_of_fusible(n)[0].shape)))
+
+        def key(n: Node) -> tuple:
+            first = outputs_of_fusible(n)[0].shape
+            k = (_TYPE_ORDER.get(first.element_type, 99), len(outputs_of_fusible(n)), instr_count_of_fusible(n),
+                 elements(first))
+            # N: std::sort on a key ending in unique_id (a total order); P: std::stable_sort without it
+            return k + (n.uid,) if xla.sort_by_unique_id else k
+
+        kept.sort(key=key)
         return kept
 
     def spans(self, consumer: Node, fusible: list[Node], sliced: bool, outcomes) -> list[list[Node]]:
@@ -152,11 +215,12 @@ class HorizontalLoopFusion:
             while right < len(fusible):
                 node = fusible[right]
                 outputs = len(outputs_of_fusible(node))
-                extra = {"left": left, "sliced": sliced, "max_batch": max_batch,
+                extra = {"xla": self.xla, "left": left, "sliced": sliced, "max_batch": max_batch,
                          "accum_outputs": accum_outputs + outputs,
                          "accum_io": accum_io + len(node.operands) + outputs,
                          "accum_cost": accum_cost + unroll_cost(node)}
-                outcome = evaluate(SPAN_RULES, Candidate(node, consumer, self.ctx, extra), self.ctx.relaxed)
+                outcome = evaluate(self.xla.span_rules, Candidate(node, consumer, self.ctx, extra),
+                                   self.ctx.relaxed)
                 relaxed += [r for r in outcome.relaxed if r not in relaxed]
                 if not outcome.allowed:
                     if right != pos:
@@ -264,6 +328,12 @@ class HorizontalLoopFusion:
                 if out.shape.rank == 1:
                     flat.append(out)
                 else:
+                    if self.xla.bitcast_before_flattening and not is_monotonic_dim0_major(out.shape):
+                        # N: give the output a descending layout over the same bytes first
+                        bitcast = Node("bitcast", "bitcast", descending_layout_same_physical(out.shape))
+                        body.add(bitcast)
+                        add_operand(bitcast, out)
+                        out = bitcast
                     shape = Shape(out.shape.element_type, (elements(out.shape),), Layout((0,)))
                     reshape = Node("reshape", "reshape", shape)
                     body.add(reshape)

@@ -34,6 +34,9 @@ XLA_COMMITS = {
     # jaxlib 0.10.2 (priority fusion, XLA:CPU); docs/xla/priority-fusion.md, docs/xla/cpu-fusion.md
     "priority": "5a9e73cbd92530cac2ac36f4736a774b2412afe2",
     "cpu": "5a9e73cbd92530cac2ac36f4736a774b2412afe2",
+    # XLA of 2025-01-15 ("N"), which shared/corpus/fusion's horizontal and MOF cases come from; only
+    # the N variant of HorizontalLoopFusion (rules/horizontal_fusion.py) cites it
+    "corpus": "84d7260817c4081b13f68266a6a17210fcb6f3d9",
 }
 
 _ID_RE = re.compile(r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)+$")
