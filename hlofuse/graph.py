@@ -108,6 +108,8 @@ class Node:
         return default
 
     def set_attr(self, key: str, value: str) -> None:
+        if self.graph is not None:
+            self.graph.version += 1  # a new kind or control edge changes what analyses see
         for i, (k, _) in enumerate(self.attrs):
             if k == key:
                 self.attrs[i] = (key, value)
@@ -185,6 +187,8 @@ class Graph:
         self.version = 0
         self.parameters: list[Node] = []
         self.fusion_owner: Node | None = None  # the fusion instruction whose body this is
+        #: (version, {question: answer}) for analyses of this computation (gpu.heroes.graph_cache).
+        self.answers: "tuple[int, dict] | None" = None
 
     # -- access ---------------------------------------------------------------------------
     def nodes(self) -> list[Node]:
@@ -274,7 +278,15 @@ class Graph:
     # -- order ----------------------------------------------------------------------------
     def post_order(self) -> list[Node]:
         """XLA's MakeInstructionPostOrder: from each user-less instruction in list order, an
-        iterative DFS visiting control predecessors (reversed) and operands (in order)."""
+        iterative DFS visiting control predecessors (reversed) and operands (in order).
+        Remembered until the computation changes (a new list each call: callers may edit it)."""
+        cache = graph_cache(self)
+        order = cache.get("post-order")
+        if order is None:
+            order = cache["post-order"] = self._post_order()
+        return list(order)
+
+    def _post_order(self) -> list[Node]:
         order: list[Node] = []
         state: dict[int, int] = {}  # 1 visiting, 2 visited
         for start in list(self._nodes.values()):
@@ -294,9 +306,12 @@ class Graph:
                 for op in reversed(current.operands):
                     if op.uid not in state:
                         stack.append(op)
-                for pred in self.control_predecessors(current):
-                    if pred.uid not in state:
-                        stack.append(pred)
+                for key, _ in current.attrs:  # inline: most nodes have no control predecessors
+                    if key == "control-predecessors":
+                        for pred in self.control_predecessors(current):
+                            if pred.uid not in state:
+                                stack.append(pred)
+                        break
         if len(order) != len(self._nodes):  # cycles cannot happen; be safe about strays
             seen = {n.uid for n in order}
             order.extend(n for n in self._nodes.values() if n.uid not in seen)
@@ -322,6 +337,16 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"<Graph {self.name}: {len(self._nodes)} nodes>"
+
+
+def graph_cache(graph: Graph) -> dict:
+    """Answers about `graph` valid until it changes (keyed by what was asked).  Heroes, kinds
+    and members of fusions are asked again and again while a fusion grows; a computation's
+    version changes with every edit.  Kept on the graph itself: this is on every hot path."""
+    entry = graph.answers
+    if entry is None or entry[0] != graph.version:
+        entry = graph.answers = (graph.version, {})
+    return entry[1]
 
 
 def _parameter_number(node: Node) -> int:

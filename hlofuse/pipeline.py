@@ -8,7 +8,6 @@ the decisions every pass recorded and the kernels of the result.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -16,7 +15,7 @@ from . import ir
 from .decision import Decision, FusionResult, Kernel
 from .device import DeviceSpec, load_gpu
 from .errors import InputError
-from .graph import Graph, Node, Program
+from .graph import Graph, Node, Program, graph_cache
 
 PassFn = Callable[[Program, "Context"], bool]
 
@@ -93,19 +92,15 @@ def decision_from(pass_name: str, producer: Node, consumer: Node, outcome) -> De
                     xla_reason=xla_reason, facts=dict(outcome.facts), **common)
 
 
-_MEMBERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def _members(node: Node) -> tuple[str, ...]:
     """node.members(), remembered per version of a fusion's computation (a fusion is asked
     about again and again while it grows)."""
     if node.fused is None:
         return node.origin
-    cached = _MEMBERS.get(node.fused)
-    if cached is not None and cached[0] == node.fused.version:
-        return cached[1]
-    members = node.members()
-    _MEMBERS[node.fused] = (node.fused.version, members)
+    cache = graph_cache(node.fused)
+    members = cache.get("members")
+    if members is None:
+        members = cache["members"] = node.members()
     return members
 
 

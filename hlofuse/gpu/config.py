@@ -41,6 +41,15 @@ class GpuConfig:
         if self.era not in (ERA_LEGACY, ERA_PRIORITY):
             raise ValueError(f"unknown XLA era {self.era!r}; expected {ERA_LEGACY!r} or {ERA_PRIORITY!r}")
 
+    def __hash__(self) -> int:
+        # Analyses key their caches by config, hundreds of thousands of times per replay;
+        # hashing every device field each time was a measurable share of a large replay.
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(dataclasses.astuple(self))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     @property
     def legacy(self) -> bool:
         return self.era == ERA_LEGACY

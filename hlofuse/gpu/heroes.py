@@ -8,30 +8,15 @@ string (the caller turns it into a rule decision)."""
 
 from __future__ import annotations
 
-import weakref
 
 from ..attributes import dimensions
-from ..graph import Node
+from ..graph import Node, graph_cache  # noqa: F401  (graph_cache: re-exported)
 from .config import GpuConfig
 from .properties import fusion_roots, is_elementwise, is_multi_output_fusion
 from .reductions import is_contiguous_reduction, is_real_reduction_hero, reductions_mof_compatible
 from .shapes import equal, equal_ignoring_element_type, is_reshape_or_transpose_bitcast, reshape_is_bitcast, \
     transpose_is_bitcast
 from .transposes import tiled_transpose
-
-
-#: Per computation: (its version, answers computed at that version).  Heroes are asked again
-#: and again for the same fusions; a computation's version changes with every edit.
-_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def graph_cache(graph) -> dict:
-    """Answers about `graph` valid until it changes (keyed by what was asked)."""
-    entry = _CACHE.get(graph)
-    if entry is None or entry[0] != graph.version:
-        entry = (graph.version, {})
-        _CACHE[graph] = entry
-    return entry[1]
 
 
 def is_intermediate(node: Node, allowed_operand_count: int = 1) -> bool:

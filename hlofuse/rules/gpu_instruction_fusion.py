@@ -276,12 +276,24 @@ def code_duplication(c: Candidate):
 def should_fuse_rules(producer) -> tuple[str, ...]:
     """GpuInstructionFusion::ShouldFuse, in XLA's order, for this producer (a concatenate's
     duplication refusals are reported by the concatenate rules)."""
+    concat = producer.opcode == "concatenate" and not is_always_duplicable(producer)
+    found = _SHOULD_FUSE.get(concat)
+    if found is None:
+        found = _SHOULD_FUSE[concat] = _should_fuse_rules(concat)
+    return found
+
+
+#: The two rule lists of should_fuse_rules (asked for every candidate pair; built once).
+_SHOULD_FUSE: dict[bool, tuple[str, ...]] = {}
+
+
+def _should_fuse_rules(concat: bool) -> tuple[str, ...]:
     from .gpu_fusible import BUDGET_RULES, producer_consumer_rules
     from .instruction_fusion import IN_PLACE_RULES
 
     head = ("IF-GPU-PRODUCER-IS-FUSION", "IF-GPU-CUSTOM-FUSION-CONSUMER", "IF-GPU-EXPENSIVE-REUSE",
             "IF-GPU-READ-COALESCING") + producer_consumer_rules() + ("IF-GPU-HEAVY-COMPUTATION",)
-    if producer.opcode == "concatenate" and not is_always_duplicable(producer):
+    if concat:
         duplication = ("IF-ROOT-PRODUCER", "IF-EXPENSIVE-DUPLICATION", "IF-GPU-CONCAT-NOT-DUPLICATED")
     else:
         duplication = ("IF-ROOT-PRODUCER", "IF-EXPENSIVE-DUPLICATION", "IF-CANNOT-DUPLICATE")
