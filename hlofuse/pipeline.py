@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 
 from . import ir
 from .decision import Decision, FusionResult, Kernel
+from .collector import collector_paused
 from .device import DeviceSpec, load_gpu
 from .errors import InputError
 from .graph import Graph, Node, Program, graph_cache
@@ -169,6 +170,11 @@ def make_context(options: Options) -> Context:
 
 def replay(module: ir.Module, options: Options = Options(), progress: Callable[[str], None] | None = None) -> FusionResult:
     """Replay the fusion pipeline of `options` on `module` (XLA's module right before fusion)."""
+    with collector_paused():
+        return _replay(module, options, progress)
+
+
+def _replay(module: ir.Module, options: Options, progress: Callable[[str], None] | None) -> FusionResult:
     spec = get_pipeline(options.backend, options.pipeline)
     ctx = make_context(options)
     ctx.pipeline = spec.name

@@ -16,11 +16,10 @@ One module per stage, so tests can enter anywhere; data flows one way:
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import re
 
 from .. import ir
+from ..collector import collector_paused
 from ..errors import HloSyntaxError
 from .assemble import assemble
 from .diagnostics import run_parser
@@ -33,22 +32,6 @@ __all__ = ["PARALLEL_MIN_BYTES", "grammar_path", "parse_shape", "parse_text", "p
 
 
 _LONE_CR_RE = re.compile(r"\r(?!\n)")
-
-
-@contextlib.contextmanager
-def collector_paused():
-    """Python's cyclic garbage collector paused while a module is read.  Reading allocates
-    hundreds of thousands of objects that all stay alive, and without the pause the collector
-    runs again and again over everything read so far (a quarter of the reading time on a 12 MB
-    module), finding nothing: reading makes no reference cycles."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def parse_text(text: str, path: str | None = None, *, strict: bool = False) -> ir.Module:

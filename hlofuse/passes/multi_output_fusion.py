@@ -82,19 +82,28 @@ class Reachability:
             found = self.level[node.uid] = self.GAP + max((self._level(p) for p in self._preds(node)), default=0)
         return found
 
-    def changed(self, nodes) -> None:
-        """Some instructions got new operands (a fusion grew, users were redirected to new
-        get-tuple-elements): raise levels where an edge now requires it."""
+    def fused(self, fusion: Node) -> None:
+        """A multi-output merge gave `fusion` new operands, made get-tuple-elements of it and
+        redirected users to them: raise levels where an edge now requires it.  Besides the
+        fusion's operands, every new edge leaves the fusion or one of its get-tuple-elements,
+        so levels are raised along users from there: a wide user (the output tuple, with
+        thousands of operands) is compared with the one operand that changed, not all."""
         self._memo.clear()
-        work = list(nodes)
+        if fusion.graph is not self.graph:
+            return
+        if fusion.uid in self.level:  # else _level gives a new fusion its level
+            need = 1 + max((self._level(p) for p in self._preds(fusion)), default=0)
+            if need > self.level[fusion.uid]:
+                self.level[fusion.uid] = need
+        work = [fusion, *fusion.users]
+        level = self.level
         while work:
             node = work.pop()
-            if node.graph is not self.graph:
-                continue
-            need = 1 + max((self._level(p) for p in self._preds(node)), default=0)
-            if need > self.level.get(node.uid, 0):
-                self.level[node.uid] = need
-                work.extend(node.users)
+            after = self._level(node) + 1
+            for user in node.users:
+                if user.graph is self.graph and self._level(user) < after:
+                    level[user.uid] = after
+                    work.append(user)
 
     def reset(self) -> None:
         self._memo.clear()
@@ -132,16 +141,6 @@ class Reachability:
 
     def _control_successors(self, node: Node) -> list[Node]:
         return []  # control edges matter only for the rare ops that carry them; levels keep order
-
-
-def _touched(fusion: Node) -> list[Node]:
-    """The instructions whose operands a multi-output merge changed: the fusion, the
-    get-tuple-elements reading it, and their users."""
-    out = [fusion]
-    for gte in fusion.users:
-        out.append(gte)
-        out.extend(gte.users)
-    return out
 
 
 class MultiOutputFusion:
@@ -204,7 +203,7 @@ class MultiOutputFusion:
                     remove_instruction(self.graph, second)
                 self.model.analysis.revisit(first)
                 del siblings[j]
-                self.reachable.changed(_touched(first))
+                self.reachable.fused(first)
                 changed = True
         return changed
 
@@ -245,5 +244,5 @@ class MultiOutputFusion:
         if producer in self.graph and not producer.users:
             remove_instruction(self.graph, producer)
         self.model.analysis.revisit(target)
-        self.reachable.changed(_touched(target))
+        self.reachable.fused(target)
         return True
