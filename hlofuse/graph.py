@@ -378,6 +378,14 @@ def _remove_user(operand: Node, user: Node) -> None:
         users[i] = last
 
 
+def _index_of(nodes: list[Node], node: Node, start: int) -> int:
+    """Position of `node` in `nodes` from `start` (identity: Node has no __eq__), or -1."""
+    try:
+        return nodes.index(node, start)
+    except ValueError:
+        return -1
+
+
 def add_operand(node: Node, operand: Node) -> None:
     _touch(node)
     # node uses operand already iff operand is among its operands: ask the shorter list
@@ -390,11 +398,13 @@ def add_operand(node: Node, operand: Node) -> None:
 def replace_operand(node: Node, old: Node, new: Node) -> None:
     """Every use of `old` as an operand of `node` becomes `new`."""
     _touch(node)
+    operands = node.operands
     changed = False
-    for i, op in enumerate(node.operands):
-        if op is old:
-            node.operands[i] = new
-            changed = True
+    i = _index_of(operands, old, 0)
+    while i >= 0:  # searched at C speed: an output tuple may have thousands of operands
+        operands[i] = new
+        changed = True
+        i = _index_of(operands, old, i + 1)
     if changed:
         _remove_user(old, node)
         if node not in new.users:

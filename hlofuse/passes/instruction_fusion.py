@@ -149,7 +149,7 @@ class FusionRun:
         self._reach: dict[int, _Reach] = {}
         self._post_position: dict[int, int] = {}
         self._post_list: list[Node] = []
-        self._wide_reach: dict[int, tuple[dict[int, int], dict[int, int]]] = {}
+        self._wide_reach: dict[int, tuple[dict[int, int], list[list[int]]]] = {}
         self._pending: dict[int, tuple] = {}
         #: consumer uid → the fusion that replaced it (for members when decisions are flushed)
         self._current: dict[int, Node] = {}
@@ -319,16 +319,21 @@ class FusionRun:
             reach = self._reach[producer.uid] = _Reach(producer)
         return reach.reaches(target, pos)
 
-    def _operand_reach(self, consumer: "Node") -> tuple[dict[int, int], dict[int, int]]:
+    def _operand_reach(self, consumer: "Node") -> tuple[dict[int, int], list[list[int]]]:
         """For a consumer with many operands (an output tuple, a big concatenate): for every
-        node, which of the consumer's operands it reaches, as a bit mask.  One backward sweep
-        answers what would otherwise be one forward search per producer over most of the graph."""
+        node, which of the consumer's distinct operands it reaches, as a bit mask, and the
+        operand positions of each bit.  One backward sweep answers what would otherwise be one
+        forward search per producer over most of the graph."""
         cached = self._wide_reach.get(consumer.uid)
         if cached is not None:
             return cached
         index: dict[int, int] = {}
-        for op in consumer.operands:
-            index.setdefault(op.uid, len(index))
+        positions: list[list[int]] = []
+        for i, op in enumerate(consumer.operands):
+            bit = index.setdefault(op.uid, len(index))
+            if bit == len(positions):
+                positions.append([])
+            positions[bit].append(i)
         pos = self._post_position
         limit = max((pos.get(op.uid, -1) for op in consumer.operands), default=-1)
         bits: dict[int, int] = {}
@@ -338,8 +343,8 @@ class FusionRun:
                 mask |= bits.get(user.uid, 0)
             if mask:
                 bits[node.uid] = mask
-        self._wide_reach[consumer.uid] = (bits, index)
-        return bits, index
+        self._wide_reach[consumer.uid] = (bits, positions)
+        return bits, positions
 
     def _globally_unfusible(self, post_order: list["Node"]) -> dict[int, dict]:
         """Producers that read more than they write and cannot be fused into all their users."""
@@ -379,14 +384,15 @@ class FusionRun:
         if key in memo:
             return None if memo[key] else f"it cannot be fused into {consumer.name}"
         why = None
-        wide = self._operand_reach(consumer) if len(consumer.operands) > _WIDE else None
-        for i, operand in enumerate(consumer.operands):
-            if wide is not None:
-                bits, index = wide
-                if not (bits.get(producer.uid, 0) >> index[operand.uid]) & 1:
-                    continue
-            elif not self._reachable(producer, operand):
-                continue
+        if len(consumer.operands) > _WIDE:
+            # only the operands the producer reaches, in operand order, without a pass over
+            # all of them (an output tuple's thousands, for each producer)
+            bits, positions = self._operand_reach(consumer)
+            reached = sorted(i for bit in _set_bits(bits.get(producer.uid, 0)) for i in positions[bit])
+        else:
+            reached = [i for i, op in enumerate(consumer.operands) if self._reachable(producer, op)]
+        for i in reached:
+            operand = consumer.operands[i]
             if operand.uid in self.do_not_duplicate:
                 why = f"{operand.name} cannot be duplicated into {consumer.name}"
                 break
@@ -459,6 +465,14 @@ class FusionRun:
                 producer_members=members_of(producer), consumer_members=members_of(live),
                 source=source_location(self.program, producer), **fields)
         self._pending.clear()
+
+
+def _set_bits(mask: int):
+    """The positions of the 1 bits of `mask`, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 #: Consumers with more operands than this answer reachability with one sweep (_operand_reach).

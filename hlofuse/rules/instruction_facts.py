@@ -250,11 +250,8 @@ def total_elements(shape: ir.Shape) -> int:
 
 
 def unique_operands(node: "Node") -> list["Node"]:
-    out: list[Node] = []
-    for op in node.operands:
-        if not any(o is op for o in out):
-            out.append(op)
-    return out
+    """The operands without repeats, first use first (an output tuple may have thousands)."""
+    return list({id(op): op for op in node.operands}.values())
 
 
 # -- in-place operations (AliasInfo::GetInPlaceInputOutputPairs) ---------------------------
