@@ -80,7 +80,7 @@ class Node:
     uses were made (as XLA keeps them)."""
 
     __slots__ = ("name", "opcode", "shape", "operands", "users", "attrs", "literal", "called",
-                 "fused", "graph", "origin", "span", "uid", "edits")
+                 "fused", "graph", "origin", "span", "uid", "edits", "user_slots")
 
     def __init__(self, name: str, opcode: str, shape: ir.Shape, *, attrs=(), literal=None, called=(),
                  origin: tuple[str, ...] = (), span=None):
@@ -99,6 +99,8 @@ class Node:
         self.uid = 0
         #: Bumped whenever this node's operands or users change (analyses cache per node state).
         self.edits = 0
+        #: id(user) → its position in `users`, kept only for nodes with many users (see _remove_user).
+        self.user_slots: dict[int, int] | None = None
 
     # -- attributes -----------------------------------------------------------------------
     def attr(self, key: str, default: str | None = None) -> str | None:
@@ -361,21 +363,37 @@ def _touch(node: Node) -> None:
 
 def _add_user(operand: Node, user: Node) -> None:
     operand.edits += 1
+    if operand.user_slots is not None:
+        operand.user_slots[id(user)] = len(operand.users)
     operand.users.append(user)
+
+
+#: Above this many users a node keeps the positions of its users (a constant or broadcast
+#: shared by a whole model has thousands, and every fusion removes one of them).
+_MANY_USERS = 64
 
 
 def _remove_user(operand: Node, user: Node) -> None:
     """XLA's Users::RemoveUser: the last user moves into the removed user's slot (user order
-    is not preserved, and XLA's traversals that follow user order see exactly this order)."""
+    is not preserved, and XLA's traversals that follow user order see exactly this order).
+    Positions come from `user_slots` when kept, checked before use: code that rebuilds a
+    users list directly only costs a search."""
     operand.edits += 1
     users = operand.users
-    try:
-        i = users.index(user)  # Node has no __eq__: identity, at C speed (a constant may have 10k users)
-    except ValueError:
-        return
+    slots = operand.user_slots
+    i = slots.get(id(user), -1) if slots is not None else -1
+    if not (0 <= i < len(users) and users[i] is user):
+        i = _index_of(users, user, 0)  # Node has no __eq__: identity, at C speed
+        if i < 0:
+            return
+        slots = operand.user_slots = {id(u): k for k, u in enumerate(users)} if len(users) > _MANY_USERS else None
     last = users.pop()
+    if slots is not None:
+        slots.pop(id(user), None)
     if i < len(users):
         users[i] = last
+        if slots is not None:
+            slots[id(last)] = i
 
 
 def _index_of(nodes: list[Node], node: Node, start: int) -> int:

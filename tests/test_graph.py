@@ -73,3 +73,34 @@ def test_name_uniquer_follows_xla():
     assert names.get("add.5") != "add.5"
     assert names.get("param_0") == "param_0"
     assert names.get("param_0") == "param_0.1"
+
+
+def test_removing_users_of_a_widely_shared_node_keeps_xlas_swap_order():
+    """A node with many users keeps their positions (graph.user_slots); removal order must stay
+    XLA's Users::RemoveUser (the last user moves into the freed slot), also after the users
+    list was rebuilt behind the map's back."""
+    import random
+
+    from hlofuse.graph import Node, add_operand
+
+    prog = Program.from_module(hlofuse.loads(EXP_MUL))
+    g = prog.entry
+    shared = g["p0"]
+    users = []
+    for k in range(200):
+        node = g.add(Node(f"u{k}", "negate", shared.shape))
+        add_operand(node, shared)
+        users.append(node)
+    expected = list(shared.users)
+    rng = random.Random(7)
+    for step, victim in enumerate(rng.sample(users, 150)):
+        if step == 60:  # someone rebuilds the list directly: the kept positions go stale
+            shared.users = list(reversed(shared.users))
+            expected = list(reversed(expected))
+        g.remove(victim)
+        i = next(k for k, u in enumerate(expected) if u is victim)
+        last = expected.pop()
+        if i < len(expected):
+            expected[i] = last
+        assert [u.name for u in shared.users] == [u.name for u in expected]
+    assert shared.user_slots is not None  # the positions were kept for this many users
