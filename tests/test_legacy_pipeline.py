@@ -229,3 +229,30 @@ def test_multi_output_fusion_reachability_stays_exact(program, monkeypatch):
     monkeypatch.setattr(mof.Reachability, "fused", fused_and_checked)
     _replay(_sample(program))
     assert checked, "no multi-output merge happened; pick a program where one does"
+
+
+@pytest.mark.parametrize("program", ["cartpole_a_rng", "adam_update"])
+def test_idle_stages_skipped_in_the_fixed_point_change_nothing(program, monkeypatch):
+    """A fixed-point stage whose last run changed nothing, on an unchanged program, is not run
+    again; the kernels and the decisions (as a set) are those of running every stage."""
+    from hlofuse.passes import legacy
+
+    module = _sample(program)
+    runs = []
+
+    def counted(fn):
+        def run(prog, ctx):
+            runs.append(ctx.pass_name)
+            return fn(prog, ctx)
+        return run
+
+    for group in (legacy.FUSION, legacy.HORIZONTAL):
+        monkeypatch.setattr(group, "stages", [(name, counted(fn)) for name, fn in group.stages])
+    fast = _replay(module)
+    runs_fast = len(runs)
+    monkeypatch.setattr(legacy, "program_state", lambda prog: object())  # never equal: run all
+    full = _replay(module)
+    assert [k.to_dict() for k in fast.kernels] == [k.to_dict() for k in full.kernels]
+    key = lambda d: json.dumps(d.to_dict(), sort_keys=True)  # noqa: E731
+    assert sorted(map(key, fast.decisions)) == sorted(map(key, full.decisions))
+    assert runs_fast < len(runs) - runs_fast  # some stage was skipped

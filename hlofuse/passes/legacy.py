@@ -73,9 +73,25 @@ class FixedPointGroup:
         return run
 
     def _run_stage(self, index: int, program: Program, ctx: Context) -> bool:
+        """Run one stage, unless its last run left the program exactly as it found it and
+        nothing changed since: the passes are deterministic, so XLA's rerun would change
+        nothing and make the same decisions again (those of the last run are kept)."""
         name, fn = self.stages[index]
         ctx.pass_name = name
-        return bool(fn(program, ctx))
+        idle = ctx.cache.setdefault(self.key + "-idle", {})
+        before = program_state(program)
+        if idle.get(index) == before:
+            return False
+        changed = bool(fn(program, ctx))
+        after = program_state(program)
+        idle[index] = after if not changed and after == before else None
+        return changed
+
+
+def program_state(program: Program) -> tuple:
+    """Every computation and its version: equal states mean an unchanged program (every edit
+    of nodes, edges, roots and attributes bumps its computation's version)."""
+    return tuple((id(g), g.version) for g in program.graphs.values())
 
 
 def keep_last_decisions(ctx: Context) -> None:
