@@ -201,11 +201,14 @@ def cannot_duplicate(c: Candidate):
 
 
 def _in_place(c: Candidate) -> tuple[str, dict] | None:
-    key = ("in_place", c.producer.uid, c.consumer.uid)
-    cache = c.extra.setdefault("_memo", {})
-    if key not in cache:
-        cache[key] = in_place_refusal(c.producer, c.consumer)
-    return cache[key]
+    """The in-place analysis of the pair, once for all the IF-INPLACE rules that read it."""
+    extra = c.extra
+    memo = extra.get("_in_place")
+    if memo is not None and memo[0] is c.producer and memo[1] is c.consumer:
+        return memo[2]
+    found = in_place_refusal(c.producer, c.consumer)
+    extra["_in_place"] = (c.producer, c.consumer, found)
+    return found
 
 
 def _in_place_rule(rule_id: str, name: str, xla_message: str, message: str, summary_doc: str):
