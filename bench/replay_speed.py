@@ -237,9 +237,9 @@ def _explain_times(result, pipeline: str) -> dict:
     from hlofuse.explain import explain_result
 
     start, start_cpu = time.perf_counter(), time.process_time()
-    explained = explain_result(result, PIPELINES[pipeline])
+    explained = explain_result(result)
     return {"explain_s": time.perf_counter() - start, "explain_cpu_s": time.process_time() - start_cpu,
-            "boundaries": explained}
+            "boundaries": len(explained.boundaries)}
 
 
 def main(argv=None) -> int:

@@ -27,3 +27,19 @@ def test_generated_module_replays(pipeline):
     fused = sum(1 for d in result.decisions if d.verdict == "fused")
     # every layer fuses several producers and leaves several kernels
     assert fused > 50 and len(result.kernels) > 40, (fused, len(result.kernels))
+
+
+def test_explained_history_does_not_grow_with_the_model():
+    """A boundary's history holds the refusals between its two kernels only.  Instructions
+    duplicated into every kernel (broadcast constants) once tied every refusal of the model to
+    every boundary: histories grew with the number of layers, and explain was quadratic."""
+    from hlofuse.explain import explain_result
+
+    longest = []
+    for size in (600, 2000):
+        module = hlofuse.loads(replay_speed.generate_for("legacy", size))
+        explained = explain_result(replay(module, Options(**replay_speed.PIPELINES["legacy"])))
+        histories = [len(b.facts.get("history", ())) for b in explained.boundaries if b.explained_by == "replay"]
+        assert histories
+        longest.append(max(histories))
+    assert longest[0] == longest[1] and longest[0] < 30, longest

@@ -11,10 +11,15 @@ from .detect import Detected
 from .dumpctx import DumpContext
 from .loops import trip_count
 from .records import UNKNOWN, Boundary, ComputationSummary, Explanation, KernelInfo, LoopSummary, SourceRef
-from .trace import (Edge, Source, Tracer, display, find_instruction, kind_of, label_kind, label_of, loop_words,
+from .trace import (Edge, Source, Tracer, display, instruction_finder, kind_of, label_kind, label_of, loop_words,
                     op_name_in, opcode_in, opcodes_of, reader, subshape, value_instruction)
 from .xlalog import agrees as agrees_with_xla, load_xla_log, xla_log_verdict
 
+
+
+#: Passes whose decisions pair two siblings (kernels reading a common value), not a producer
+#: and its consumer: such a refusal may explain an edge in either direction.
+_SIBLING_PASSES = frozenset({"multi_output_fusion", "horizontal_loop_fusion", "horizontal_input_fusion"})
 
 
 class Explainer:
@@ -37,6 +42,8 @@ class Explainer:
         self._runs: dict[str, float | None] = {}
         self._xla_log = None
         self._xla_log_ready = False
+        self._refusals: tuple[dict, dict, dict] | None = None
+        self._find = None  # trace.instruction_finder of the module, built on first use
 
     # -- driver ----------------------------------------------------------------------------
     def run(self) -> Explanation:
@@ -228,21 +235,51 @@ class Explainer:
         """The replay's refusals between the two kernels' instructions, in the order made."""
         if self.replay is None:
             return []
-        from ..decision import Verdict
+        kernels, by_producer, by_consumer = self._refusal_index()
 
-        kernels = {k.name: set(k.instructions) for k in self.replay.kernels
-                   if k.computation in (edge.source.comp, edge.consumer_comp)}
-        pm = kernels.get(edge.source.name, {edge.source.name})
-        cm = kernels.get(edge.consumer, {edge.consumer})
-        found = []
-        for d in self.replay.decisions:
-            if d.verdict != Verdict.BLOCKED:
-                continue
-            dp = set(d.producer_members) or {d.producer}
-            dc = set(d.consumer_members) or {d.consumer}
-            if dp & pm and dc & cm:
-                found.append(d)
-        return found
+        def members(name: str) -> set[str]:
+            for comp in (edge.source.comp, edge.consumer_comp):
+                if (comp, name) in kernels:
+                    return kernels[(comp, name)]
+            return {name}  # not a kernel of the replay: the instruction itself
+
+        pm, cm = members(edge.source.name), members(edge.consumer)
+        # refusals with a producer member in one kernel and a consumer member in the other
+        found = set().union(*(by_producer.get(m, ()) for m in pm))
+        found &= set().union(*(by_consumer.get(m, ()) for m in cm))
+        decisions = self.replay.decisions
+        return [decisions[i] for i in sorted(found)]
+
+    def _refusal_index(self) -> tuple[dict, dict, dict]:
+        """Built once: each kernel's members by (computation, name), and for every member the
+        refusals whose producer (consumer) side holds it.  A scan of every decision per
+        boundary was quadratic: minutes on a 10k-instruction module."""
+        if self._refusals is None:
+            from ..decision import Verdict
+
+            # A kernel is known by the members only it holds: an instruction duplicated into
+            # many kernels (a broadcast constant, after XLA's CSE, sits in nearly every one)
+            # would tie refusals made anywhere in the model to every boundary.
+            copies = Counter(m for k in self.replay.kernels for m in set(k.instructions))
+            kernels = {}
+            for k in self.replay.kernels:
+                own = {m for m in k.instructions if copies[m] == 1}
+                kernels[(k.computation, k.name)] = own or set(k.instructions)
+            by_producer: dict[str, list[int]] = {}
+            by_consumer: dict[str, list[int]] = {}
+            for i, d in enumerate(self.replay.decisions):
+                if d.verdict != Verdict.BLOCKED:
+                    continue
+                sides = [(d.producer_members or (d.producer,), d.consumer_members or (d.consumer,))]
+                if d.pass_name in _SIBLING_PASSES:  # siblings: either may be the edge's producer
+                    sides.append(sides[0][::-1])
+                for producer_side, consumer_side in sides:
+                    for member in set(producer_side):
+                        by_producer.setdefault(member, []).append(i)
+                    for member in set(consumer_side):
+                        by_consumer.setdefault(member, []).append(i)
+            self._refusals = (kernels, by_producer, by_consumer)
+        return self._refusals
 
     def _pipeline_decision(self, pnode, cnode):
         if pnode is None or cnode is None:
@@ -530,7 +567,9 @@ class Explainer:
         """The user's source of an instruction: its own metadata, else (for copies and views)
         that of the value it copies, else None.  Names inside fusions are looked up in the
         fused computations of the kernel's module."""
-        found = find_instruction(self.m, comp, name)
+        if self._find is None:
+            self._find = instruction_finder(self.m)
+        found = self._find(comp, name)
         hops = 0
         while found is not None and hops < 8:
             c, instr = found

@@ -206,21 +206,36 @@ def reader(module: ir.Module, kernel: ir.Instruction, operand_index: int) -> str
 
 
 def find_instruction(module: ir.Module, comp: str, name: str):
-    c = module.by_name.get(comp)
-    if c is not None and name in c:
-        return c, c[name]
-    # inside one of this computation's fusions
-    if c is not None:
-        for instr in c.instructions:
-            if instr.opcode == "fusion":
-                body = module.by_name.get(instr.fused_computation or "")
-                if body is not None and name in body:
-                    return body, body[name]
-                if body is not None:
-                    nested = find_instruction(module, body.name, name)
-                    if nested is not None:
-                        return nested
-    return None
+    """(computation, instruction) named `name` in `comp` or, failing that, inside one of its
+    fusions (the first fusion's body first, then what that body fuses), or None."""
+    return instruction_finder(module)(comp, name)
+
+
+def instruction_finder(module: ir.Module):
+    """find_instruction for many questions about one module: each computation's table of the
+    names it holds, directly or inside its fusions, is built once (a search per question
+    walked every fusion of the computation: quadratic on large modules)."""
+    tables: dict[str, dict[str, tuple]] = {}
+
+    def table(comp: str) -> dict[str, tuple]:
+        found = tables.get(comp)
+        if found is None:
+            found = {}
+            c = module.by_name.get(comp)
+            if c is not None:
+                for instr in c.instructions:
+                    found.setdefault(instr.name, (c, instr))
+                for instr in c.instructions:
+                    body = module.by_name.get(instr.fused_computation or "") if instr.opcode == "fusion" else None
+                    if body is not None:
+                        for inner in body.instructions:
+                            found.setdefault(inner.name, (body, inner))
+                        for inner_name, hit in table(body.name).items():
+                            found.setdefault(inner_name, hit)
+            tables[comp] = found
+        return found
+
+    return lambda comp, name: table(comp).get(name)
 
 
 def opcode_in(module: ir.Module, kernel: ir.Instruction, name: str) -> str:
