@@ -23,16 +23,24 @@ shared machine) and wall-clock, and µs of CPU per instruction.  Run one pipelin
 `--explain` also times `hlofuse explain`'s work on the replayed module (every kernel boundary
 explained through the pipeline's explain_boundary).
 
-Measured on the 2-core development machine (shared with other jobs, a test run beside the
-100k rows; CPU seconds of the replay after parsing, µs of CPU per instruction in brackets):
-    gpu/legacy     1k 1.5 s (1544)   10k 15 s (1528)   100k 189 s (1886)
-    gpu/priority   1k 2.2 s (2209)   10k 28 s (2838)   100k 345 s (3447)
-    cpu            1k 0.3 s (288)    10k 3.0 s (295)   100k 57 s (566)
-Before this generator's fixes: legacy 20k took 206 s (multi-output fusion's reachability
-levels were raised through the whole rest of the graph at every fusion; now linear: 30k in
-45 s) and priority 10k 40 s (the cost model's cache scanned every cached pair to forget one
-node).  None reaches "100k well under a minute": the replay is Python, about 1.5-3.5 ms per
-instruction on GPU pipelines.
+Measured on the 2-core development machine (CPU seconds of the replay after parsing, µs of
+CPU per instruction in brackets; one run of all three pipelines, 2026-11-22):
+    gpu/legacy     1k 1.1 s (1057)   10k 10 s (1009)   100k 100 s (995; 89 s run alone)
+    gpu/priority   1k 1.4 s (1438)   10k 15 s (1500)   100k 182 s (1823)
+    cpu            1k 0.35 s (355)   10k 3.1 s (310)   100k 21 s (210)
+Explaining every boundary (`--explain`) adds about 2 s per 10k instructions.
+
+What made it so (legacy 100k was 189 s, priority 345 s, cpu 57 s): the cyclic garbage
+collector paused during a replay (its full collections over everything alive were a quarter
+of the time at 20k-40k instructions); post orders and analysis answers kept per computation
+version; operand and user edits of nodes with thousands of operands or users (the output
+tuple, model-wide constants) no longer scan them; multi-output fusion's reachability levels
+raised only along new edges; fixed-point stages that changed nothing not rerun while the
+program is unchanged.  Before that: multi-output fusion's reachability levels were raised
+through the whole rest of the graph at every fusion (legacy 20k took 206 s) and the cost
+model's cache scanned every cached pair to forget one node.  The GPU pipelines still miss
+"100k well under a minute": what is left is spread over rule evaluation (about 35 rules per
+fused pair), the cost model and building decisions, with no single hotspot.
 """
 
 from __future__ import annotations
