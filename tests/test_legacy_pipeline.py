@@ -171,6 +171,15 @@ def test_relax_concat_fuses_the_concatenate_into_its_users():
     assert len(relaxed.kernels) == len(base.kernels)
 
 
+def test_relax_concat_removes_a_kernel_where_a_concatenate_alone_kept_two_apart():
+    """cartpole_a_rng: a concatenate of the threefry key, read by two kernels, is the only
+    thing between them; relaxed, it is duplicated and one kernel fewer runs per step."""
+    module = _sample("cartpole_a_rng")
+    base, relaxed = _replay(module), _replay(module, relax=("concat",))
+    assert len(relaxed.kernels) < len(base.kernels)
+    assert any(d.verdict == Verdict.RELAXED and d.producer.startswith("concatenate") for d in relaxed.decisions)
+
+
 def test_relaxing_a_correctness_rule_is_refused():
     from hlofuse.errors import NotRelaxable
 
