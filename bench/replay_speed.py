@@ -25,10 +25,13 @@ explained through the pipeline's explain_boundary).
 
 Measured on the 2-core development machine (CPU seconds of the replay after parsing, µs of
 CPU per instruction in brackets; one run of all three pipelines, 2026-11-22):
-    gpu/legacy     1k 1.1 s (1057)   10k 10 s (1009)   100k 100 s (995; 89 s run alone)
+    gpu/legacy     1k 1.1 s (1057)   10k 10 s (1009)   100k 100 s (995; 89-127 s run alone)
     gpu/priority   1k 1.4 s (1438)   10k 15 s (1500)   100k 182 s (1823)
     cpu            1k 0.35 s (355)   10k 3.1 s (310)   100k 21 s (210)
-Explaining every boundary (`--explain`) adds about 2 s per 10k instructions.
+The machine's speed varies by a third between runs; back to back with the code before this
+round of work, legacy 100k took 194 s before and 123 s after (10k: 17 -> 12 s), with the same
+kernels and decisions.  Explaining every boundary (`--explain`) adds 2-3 s per 10k
+instructions (27 s at 100k; it was quadratic: 127 s at 10k).
 
 What made it so (legacy 100k was 189 s, priority 345 s, cpu 57 s): the cyclic garbage
 collector paused during a replay (its full collections over everything alive were a quarter
