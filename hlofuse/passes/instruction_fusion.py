@@ -457,13 +457,20 @@ class FusionRun:
                 members[node.uid] = node.members()
             return members[node.uid]
 
+        sources: dict[int, object] = {}
+
+        def source_of(node: "Node"):
+            if node.uid not in sources:  # a producer refused by many consumers: one lookup
+                sources[node.uid] = source_location(self.program, node)
+            return sources[node.uid]
+
         for index, (producer, consumer, fields) in self._pending.items():
             live = self._current.get(consumer.uid, consumer)
             fields = {**fields, "consumer": live.name}
             self.ctx.decisions[index] = Decision(
                 pass_name=pass_name, computation=computation,
                 producer_members=members_of(producer), consumer_members=members_of(live),
-                source=source_location(self.program, producer), **fields)
+                source=source_of(producer), **fields)
         self._pending.clear()
 
 
