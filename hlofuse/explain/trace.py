@@ -205,16 +205,11 @@ def reader(module: ir.Module, kernel: ir.Instruction, operand_index: int) -> str
     return name
 
 
-def find_instruction(module: ir.Module, comp: str, name: str):
-    """(computation, instruction) named `name` in `comp` or, failing that, inside one of its
-    fusions (the first fusion's body first, then what that body fuses), or None."""
-    return instruction_finder(module)(comp, name)
-
-
 def instruction_finder(module: ir.Module):
-    """find_instruction for many questions about one module: each computation's table of the
-    names it holds, directly or inside its fusions, is built once (a search per question
-    walked every fusion of the computation: quadratic on large modules)."""
+    """A lookup `(comp, name) -> (computation, instruction) | None`: the instruction named
+    `name` in `comp` or, failing that, inside one of its fusions (the first fusion's body
+    first, then what that body fuses).  Each computation's table of the names it holds is
+    built once (a search per question walked every fusion: quadratic on large modules)."""
     tables: dict[str, dict[str, tuple]] = {}
 
     def table(comp: str) -> dict[str, tuple]:

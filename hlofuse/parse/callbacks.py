@@ -13,6 +13,12 @@ from .records import (LITERAL_OPCODES, AnonOperand, Literal, LocatedError, RawCo
 from .shapes import parse_shape
 
 
+def _root_marker(children) -> tuple[bool, int]:
+    """Whether an instruction's children start with the ROOT keyword, and where the rest starts."""
+    is_root = token_type(children[0]) == "ROOT"
+    return is_root, int(is_root)
+
+
 class Callbacks(lark.Transformer):
     """Callbacks named after grammar rules; each returns a raw record or plain values."""
 
@@ -23,11 +29,7 @@ class Callbacks(lark.Transformer):
         return raw_instruction(token_text(head), head.line, head.column, [token_attr(t)[:2] for t in children[1:]])
 
     def instruction(self, children):
-        is_root = False
-        i = 0
-        if token_type(children[0]) == "ROOT":
-            is_root = True
-            i = 1
+        is_root, i = _root_marker(children)
         name_tok = children[i]
         name = strip_percent(token_text(name_tok)[:-1].strip())
         i += 1
@@ -40,11 +42,7 @@ class Callbacks(lark.Transformer):
         return self._from_call(name, shape, call, attrs, is_root, name_tok.line, name_tok.column)
 
     def anonymous_instruction(self, children):
-        is_root = False
-        i = 0
-        if token_type(children[0]) == "ROOT":
-            is_root = True
-            i = 1
+        is_root, i = _root_marker(children)
         shape_tok = children[i]
         call = children[i + 1]
         attrs = [token_attr(t)[:2] for t in children[i + 2 :]]
