@@ -330,13 +330,13 @@ def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = 
             if signature(plan.module) != sig:
                 raise ExecutionError(f"its inputs differ from the reference's ({plan.module.name})")
             lowered = lower(plan.module, loop_kernels=plan.loop, loop_tile=getattr(device, "loop_tile", 1))
-            result.notes += lowered.notes
             if plan.loop and not any(k.kind == "loop" for k in lowered.kernels):
                 raise ExecutionError("no while loop here runs as one kernel: " + "; ".join(lowered.notes)
                                      if lowered.notes else "the module has no while loop")
             runner = Runner(lowered, device)
             runner.set_inputs(inputs)
             counts = runner.count()
+            result.notes += lowered.notes  # after the first run: a device may add notes then
             outputs = runner.outputs()
             if len(outputs) != len(reference):
                 raise ExecutionError(f"{len(outputs)} outputs, the reference has {len(reference)}")

@@ -333,6 +333,94 @@ def test_cuda_device_degrades_cleanly_without_cupy():
         cuda.CudaDevice()
 
 
+# ------------------------------------------------------------------------------------------
+# Library kernels on a GPU: the reference evaluator bound to another array library
+# ------------------------------------------------------------------------------------------
+
+
+def test_bound_evaluator_imports_its_own_copies():
+    from hlofuse.execute import device_eval, interp
+
+    bound = device_eval.bind(np)
+    assert bound is not interp and bound.HANDLERS is not interp.HANDLERS
+    assert bound.arrays.__name__ == "hlofuse.execute.arrays@numpy"
+    assert bound.numeric.__name__ == "hlofuse.execute.numeric@numpy"
+    assert bound.threefry2x32.__module__ == "hlofuse.execute.threefry@numpy"
+    assert device_eval.bind(np) is bound  # built once per library
+    # the copies' `np` is the namespace, answering with the library first
+    assert isinstance(bound.np, device_eval.ArrayNamespace) and bound.np.add(2, 3) == 5
+
+
+def test_device_ufunc_falls_back_where_the_library_lacks_a_method():
+    from hlofuse.execute import device_eval
+
+    class Partial:  # CuPy's maximum: callable, without reduce, accumulate or at
+        __name__ = "cupy_maximum"
+
+        def __call__(self, *args, **kwargs):
+            return np.maximum(*args, **kwargs)
+
+        def reduce(self, *args, **kwargs):
+            raise NotImplementedError("`cupy_maximum.reduce` is not supported yet")
+
+        accumulate = at = reduce
+
+    ufunc = device_eval.DeviceUfunc(np, Partial(), np.maximum)
+    x = np.random.default_rng(0).normal(size=(5, 7)).astype(np.float32)
+    assert np.array_equal(ufunc(x, 0.5), np.maximum(x, 0.5))
+    reduced = ufunc.reduce(x, axis=1, dtype=np.float32)
+    assert reduced.dtype == np.float32 and np.array_equal(reduced, np.maximum.reduce(x, axis=1))
+    assert np.array_equal(ufunc.accumulate(x, axis=1), np.maximum.accumulate(x, axis=1))
+    target = np.zeros(4)
+    ufunc.at(target, np.array([1, 1, 3]), np.array([2.0, 5.0, -1.0]))
+    assert target.tolist() == [0.0, 5.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("folder", ["gpu-current-h100/mlp", "gpu-current-h100/softmax", "gpu-current-h100/layer_norm",
+                                    "gpu-current-h100/rnn_scan", "gpu-current-h100/argsort_rows",
+                                    "gpu-legacy-rtx2080ti/conv2d_bias_relu", "gpu-legacy-rtx2080ti/top_k"])
+def test_library_kernels_through_the_bound_evaluator_equal_the_host_path(folder):
+    """The GPU's library path (execute/device_eval.py) bound to NumPy must give the host path's
+    bits exactly: the same evaluator code, another array namespace."""
+    from hlofuse.bench import load_source, make_plans, signature
+    from hlofuse.execute import device_eval
+
+    class BoundLibraryDevice(CpuDevice):
+        def library(self, lowered, kernel, handles):
+            return device_eval.library_call(np, lowered, kernel, handles)
+
+    plan = make_plans(load_source(str(SAMPLES / folder)), ["xla"])[0]
+    lowered = lower(plan.module)
+    assert any(not k.generated for k in lowered.kernels)
+    args = random_inputs(signature(plan.module), 3)
+    outputs = []
+    for device in (CpuDevice(), BoundLibraryDevice()):
+        runner = Runner(lowered, device)
+        runner.set_inputs(args)
+        runner.count()
+        outputs.append(runner.outputs())
+    assert len(outputs[0]) == len(outputs[1]) > 0
+    for host, bound in zip(*outputs):
+        assert np.array_equal(host, bound, equal_nan=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("folder", ["gpu-current-h100/mlp", "gpu-current-h100/attention", "gpu-current-h100/softmax",
+                                    "gpu-current-h100/layer_norm", "gpu-current-h100/rnn_scan",
+                                    "gpu-current-h100/argsort_rows", "gpu-current-h100/top_k",
+                                    "gpu-legacy-rtx2080ti/conv2d_bias_relu"])
+def test_library_kernels_run_on_the_gpu(folder):
+    if not cuda.available():
+        pytest.skip("no CUDA device and CuPy")
+    from hlofuse.bench import load_source, make_plans, run_plans
+
+    plans = make_plans(load_source(str(SAMPLES / folder)), ["unfused", "xla"])
+    results = run_plans(plans, cuda.CudaDevice(), repeat=1)
+    for result in results:
+        assert result.ok, (result.name, result.error, result.max_rel_error)
+        assert not [n for n in result.notes if "ran on the host" in n], result.notes
+
+
 @pytest.mark.gpu
 def test_cuda_kernels_match_the_reference_on_a_gpu():
     if not cuda.available():

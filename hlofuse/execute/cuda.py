@@ -1,10 +1,14 @@
 """The CUDA target: the same kernel bodies as the CPU's, one thread per element, compiled
-with NVRTC through CuPy (RawModule) and launched from the same host steps; library calls go
-to CuPy (cuBLAS for dots), timing uses CUDA events around each run.
+with NVRTC through CuPy (RawModule) and launched from the same host steps; dots and cuBLAS
+calls go to CuPy's matmul (cuBLAS), the other library kernels (kCustom fusions, cuDNN
+convolutions, sorts, TopK) to the reference evaluator bound to CuPy (execute/device_eval.py),
+and timing uses CUDA events around each run.
 
-CuPy is optional (`pip install 'hlofuse[gpu]'`): this module imports it only when a device
-is created, and `render` / `compile_ptx` work without it (nvcc alone), which is how the
-tests check that every generated kernel compiles on machines without a GPU.
+CuPy is optional (`pip install 'hlofuse[gpu]'`, or the cupy-cuda13x build for a CUDA 13
+driver): this module imports it only when a device is created, and `render` /
+`compile_ptx` work without it (nvcc alone), which is how the tests check that every
+generated kernel compiles on machines without a GPU. Run on an NVIDIA H100 (CuPy 14.2,
+CUDA 13): tests/test_execute_kernels.py and tests/test_bench.py's GPU tests pass.
 """
 
 from __future__ import annotations
@@ -186,8 +190,10 @@ class CudaDevice:
 
 def library_call(cp, lowered, kernel, handles):
     """Dots and cuBLAS custom calls run on the GPU with CuPy's matmul (cuBLAS); any other
-    library call runs on the host through the reference evaluator (the copies included)."""
-    from .cpu import library_call as host_call
+    library call (kCustom fusions, cuDNN convolutions, sorts, TopK) through the reference
+    evaluator bound to CuPy (execute/device_eval.py), or on the host where CuPy cannot run it
+    (noted in the plan's notes)."""
+    from .device_eval import library_call as device_call
     from .interp import GEMM_TARGETS, dot_dims
 
     instr = kernel.instr
@@ -207,6 +213,29 @@ def library_call(cp, lowered, kernel, handles):
             shape = out_shapes[0]
             outs[0][: shape.elements] = _physical(cp, out.reshape(shape.dims).astype(outs[0].dtype), shape)
         return call
+    on_device = device_call(cp, lowered, kernel, handles)
+    state = {"run": None}
+
+    def call():
+        if state["run"] is not None:
+            return state["run"]()
+        try:  # the first call decides: on the device, or (it cannot run there) on the host
+            on_device()
+            state["run"] = on_device
+        except Exception as err:  # an operation CuPy lacks: say so, never fail the plan
+            lowered.notes.append(f"{kernel.label} ran on the host (two copies per call): the GPU evaluator "
+                                 f"failed with {type(err).__name__}: {str(err)[:160]}")
+            state["run"] = host_fallback(cp, lowered, kernel, handles)
+            state["run"]()
+    return call
+
+
+def host_fallback(cp, lowered, kernel, handles):
+    """A library kernel run by the NumPy evaluator: inputs copied to the host, outputs back."""
+    from .cpu import library_call as host_call
+
+    n_in = kernel.n_inputs
+    ins, outs = handles[:n_in], handles[n_in:]
     host_ins = [np.empty(h.size, h.dtype) for h in ins]
     host_outs = [np.empty(h.size, h.dtype) for h in outs]
     run_host = host_call(lowered, kernel, host_ins + host_outs)
