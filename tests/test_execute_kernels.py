@@ -120,7 +120,9 @@ OPS = {
   io = s32[12,50] iota(), iota_dimension=1
   am = (f32[12], s32[12]) reduce(p, io, ninf, zi), dimensions={1}, to_apply=argmax
   av = f32[12] get-tuple-element(am), index=0  ai = s32[12] get-tuple-element(am), index=1
-  ROOT out = (f32[12], f32[50], s32[], f32[12], s32[12]) tuple(rs, rm, ri, av, ai)""",
+  shift = f32[] constant(1.5)
+  rs1 = f32[12] reduce(p, shift), dimensions={1}, to_apply=add_f32
+  ROOT out = (f32[12], f32[50], s32[], f32[12], s32[12], f32[12]) tuple(rs, rm, ri, av, ai, rs1)""",
     "reduce_window": """
   p = f32[8,20] parameter(0)  z = f32[] constant(0)  ninf = f32[] constant(-inf)
   cs = f32[8,20] reduce-window(p, z), window={size=1x6 pad=0_0x5_0}, to_apply=add_f32
@@ -312,6 +314,27 @@ def test_sample_plans_compile_to_ptx(folder):
         bodies += [k.body for k in lowered.kernels if k.generated]
     _rename_apart(bodies)
     assert ".entry" in cuda.compile_ptx(cuda.render(bodies))
+
+
+def test_long_reductions_are_split_across_lanes_and_the_cpu_runs_them_as_one_lane():
+    """A reduction of at least 32 elements gives each output a warp on CUDA (partial sums
+    exchanged by shuffles, the init value entering once, in lane 0); the CPU runs the same
+    code as one lane and still matches the reference."""
+    module = module_for("reductions")
+    lowered = lower(module)
+    split = [g for k in lowered.kernels if k.generated for g in k.body.groups if g.lanes > 1]
+    assert split and all(g.lanes == 32 for g in split)
+    text = "\n".join(line for g in split for line in g.body)
+    assert "+= hf_lanes" in text and "HF_SHFL_XOR" in text and "HF_SYNC_LANES();" in text
+    source = cuda.render([k.body for k in lowered.kernels if k.generated])
+    assert "const i64 e = t / 32; const i64 hf_lane = t % 32;" in source
+    args = inputs_for(module)
+    want = leaves(evaluate(module, args))
+    runner = Runner(lowered, CpuDevice())
+    runner.set_inputs(args)
+    runner.count()
+    for g, w in zip(runner.outputs(), want):
+        assert relative_error(g, w) <= 1e-5
 
 
 def _rename_apart(bodies):

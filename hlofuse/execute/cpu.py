@@ -47,6 +47,8 @@ def render_kernel(body: KernelBody) -> str:
         t = ctype(arg.element_type)
         lines.append(f"  {t}*{restrict} {arg.name} = ({t}*)b[{i}];" if arg.output
                      else f"  const {t}*{restrict} {arg.name} = (const {t}*)b[{i}];")
+    if any(g.lanes > 1 for g in body.groups):  # reductions split across lanes on CUDA: one lane here
+        lines.append("  const i64 hf_lane = 0, hf_lanes = 1;")
     for group in body.groups:  # phases run one after another anyway
         depth = 1
         lines.append("  {")

@@ -1,4 +1,5 @@
-"""The CUDA target: the same kernel bodies as the CPU's, one thread per element, compiled
+"""The CUDA target: the same kernel bodies as the CPU's, one thread per element (a warp per
+element where a reduction of 32 or more elements is split across its lanes), compiled
 with NVRTC through CuPy (RawModule) and launched from the same host steps; dots and cuBLAS
 calls go to CuPy's matmul (cuBLAS), the other library kernels (kCustom fusions, cuDNN
 convolutions, sorts, TopK) to the reference evaluator bound to CuPy (execute/device_eval.py),
@@ -55,7 +56,14 @@ def render_kernel(body: KernelBody) -> str:
         for group in body.groups:
             if group.phase != phase:
                 continue
-            lines.append(f"  if (t < {group.elements}) {{")
+            # a group whose reductions are split across a warp gives each element 32 threads
+            # (BLOCK is a multiple of 32, so an element's lanes are one warp)
+            e = "t" if group.lanes == 1 else "e"
+            lines.append("  {")
+            if group.lanes > 1:
+                lines.append(f"  const i64 e = t / {group.lanes}; const i64 hf_lane = t % {group.lanes}; "
+                             f"const i64 hf_lanes = {group.lanes};")
+            lines.append(f"  if ({e} < {group.elements}) {{")
             stride = 1
             strides = {}
             for d in reversed(group.order):  # minor to major
@@ -63,18 +71,18 @@ def render_kernel(body: KernelBody) -> str:
                 stride *= group.dims[d]
             for d in group.order:
                 size = group.dims[d]
-                expr = f"(t / {strides[d]})" if strides[d] > 1 else "t"
+                expr = f"({e} / {strides[d]})" if strides[d] > 1 else e
                 if d != group.order[0]:
                     expr = f"{expr} % {size}"
                 lines.append(f"    const i64 {group.vars[d]} = {expr if size > 1 else '0'};")
-            lines += ["    " + line for line in group.body] + ["  }"]
+            lines += ["    " + line for line in group.body] + ["  }", "  }"]
         lines.append("}")
         out.append("\n".join(lines))
     return "\n".join(out)
 
 
 def grid(body: KernelBody, phase: int) -> int:
-    n = max((g.elements for g in body.groups if g.phase == phase), default=1)
+    n = max((g.elements * g.lanes for g in body.groups if g.phase == phase), default=1)
     return max(1, (n + BLOCK - 1) // BLOCK)
 
 

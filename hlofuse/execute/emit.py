@@ -49,6 +49,10 @@ FLOAT_FUNCTIONS = {
 
 #: Reductions over at most this many elements are unrolled.
 UNROLL_REDUCTIONS = 8
+#: A reduction loop of at least this many iterations is split across the lanes of a warp on
+#: CUDA (one lane on the CPU); element types the warp shuffle can exchange.
+LANES = 32
+LANE_TYPES = frozenset({"pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64", "f32", "f64"})
 
 
 class EmitError(ExecutionError):
@@ -131,6 +135,11 @@ class Emitter:
         self.frames: dict[tuple, Frame] = {}  # nested fusions' frames
         #: (frame, reduce) → called with each input index inside that reduce's loop
         self.side_outputs: dict[tuple, Callable[[list[Idx]], None]] = {}
+        #: whether the group being written may split a reduction across lanes (its stores
+        #: then wait for every lane), whether it did, and how deep in reduce loops we are
+        self.lanes_ok = False
+        self.lanes_used = False
+        self.reduce_depth = 0
 
     # -- text -----------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -671,6 +680,8 @@ def _reduce(em, frame, instr, index):
     for position, d in enumerate(kept):
         operand_index[d] = index[position]
 
+    started = None  # split across lanes: whether this lane's accumulators hold a value yet
+
     def step(at: list[Idx]) -> None:
         elems = [em.one(frame, v, at) for v in values]
         hook = em.side_outputs.get((frame.uid, instr.name))
@@ -678,8 +689,11 @@ def _reduce(em, frame, instr, index):
             hook(at)
         new = em.apply(instr.called[0], [[a] for a in accs] + [[e] for e in elems])
         tmp = [em.let(s.element_type, v) for s, v in zip(instr.shape.leaves(), new)]
-        for a, t in zip(accs, tmp):
-            em.line(f"{a} = {t};")
+        for a, t, e in zip(accs, tmp, elems):
+            # the init value enters once, in lane 0: another lane starts from its first element
+            em.line(f"{a} = {t};" if started is None else f"{a} = {started} ? {t} : {e};")
+        if started is not None:
+            em.line(f"{started} = 1;")
 
     reduced = 1
     for d in order:
@@ -696,18 +710,63 @@ def _reduce(em, frame, instr, index):
     loop_vars = {d: em.loop_var(src.dims[d]) for d in order}
     for d, v in loop_vars.items():
         operand_index[d] = Idx.of(v)
-    with _loops(em, [(loop_vars[d], src.dims[d]) for d in order]):
-        step(operand_index)
+    strided = _lane_split_dim(em, src, order, instr)
+    if strided is not None:
+        started = em.fresh("started")
+        em.line(f"pred {started} = hf_lane == 0;")
+    em.reduce_depth += 1
+    try:
+        with _loops(em, [(loop_vars[d], src.dims[d]) for d in order], strided=loop_vars.get(strided)):
+            step(operand_index)
+    finally:
+        em.reduce_depth -= 1
+    if strided is not None:
+        _combine_lanes(em, instr, accs)
     return accs
 
 
+def _lane_split_dim(em: Emitter, src: ir.Shape, order: list[int], instr: ir.Instruction) -> int | None:
+    """The reduced dimension whose loop the lanes of a warp share (XLA's reduction emitters
+    also give one output many threads): the longest, the minor one among equals (adjacent
+    lanes read adjacent elements), at least one element per lane. Only for a reduction not
+    inside another one's loop, of types a shuffle exchanges, in a group whose stores can
+    wait for all lanes."""
+    if not em.lanes_ok or em.reduce_depth:
+        return None
+    if any(leaf.element_type not in LANE_TYPES for leaf in instr.shape.leaves()):
+        return None
+    longest = max(order, key=lambda d: (src.dims[d], order.index(d)))
+    if src.dims[longest] < LANES:
+        return None
+    em.lanes_used = True
+    return longest
+
+
+def _combine_lanes(em: Emitter, instr: ir.Instruction, accs: list[str]) -> None:
+    """Each lane holds the reduction of its share; a butterfly of shuffles leaves every lane
+    with the whole (the reducer applied as XLA's emitters do: associative and commutative).
+    On the CPU hf_lanes is 1 and the loop does not run."""
+    leaves = list(instr.shape.leaves())
+    with em.block("for (int hf_o = hf_lanes >> 1; hf_o > 0; hf_o >>= 1)"):
+        others = [em.let(s.element_type, f"HF_SHFL_XOR({ctype(s.element_type)}, {a}, hf_o)")
+                  for s, a in zip(leaves, accs)]
+        new = em.apply(instr.called[0], [[a] for a in accs] + [[o] for o in others])
+        tmp = [em.let(s.element_type, v) for s, v in zip(leaves, new)]
+        for a, t in zip(accs, tmp):
+            em.line(f"{a} = {t};")
+
+
 @contextmanager
-def _loops(em: Emitter, loops: list[tuple[str, int]]):
-    """Nested for loops; the body is emitted inside the innermost one."""
+def _loops(em: Emitter, loops: list[tuple[str, int]], strided: str | None = None):
+    """Nested for loops; the body is emitted inside the innermost one. The loop of `strided`
+    starts at this lane and steps by the lane count (all of it on the CPU: one lane)."""
     depth = 0
     try:
         for var, size in loops:
-            em.line(f"for (i64 {var} = 0; {var} < {size}; ++{var}) {{")
+            if var == strided:
+                em.line(f"for (i64 {var} = hf_lane; {var} < {size}; {var} += hf_lanes) {{")
+            else:
+                em.line(f"for (i64 {var} = 0; {var} < {size}; ++{var}) {{")
             em.depth += 1
             em.scopes.append({})
             depth += 1

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from .. import attributes as attrs
 from .. import ir
-from .emit import (_BITS, Arg, EmitError, Emitter, Frame, Idx, _clamped, _start_indices, ctype, linear)
+from .emit import (_BITS, LANES, Arg, EmitError, Emitter, Frame, Idx, _clamped, _start_indices, ctype,
+                   linear)
 
 # ------------------------------------------------------------------------------------------
 # Whole kernels: output groups, in-place updates, scatter
@@ -31,6 +32,9 @@ class Group:
     vars: list[str]
     body: list[str]
     phase: int = 0
+    #: threads per element: 32 when a reduction loop is split across a warp's lanes (CUDA;
+    #: the CPU runs the same code as one lane)
+    lanes: int = 1
 
     @property
     def elements(self) -> int:
@@ -93,10 +97,16 @@ def _index_vars(em: Emitter, group_id: int, dims: tuple[int, ...], prefix: str =
     return names
 
 
-def _start_group(em: Emitter) -> None:
+def _start_group(em: Emitter, lanes_ok: bool = False) -> None:
     em.lines = []
     em.depth = 0
     em.scopes = [{}]
+    em.lanes_ok = lanes_ok
+    em.lanes_used = False
+
+
+def _lanes(em: Emitter) -> int:
+    return LANES if em.lanes_used else 1
 
 
 def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bool = False,
@@ -144,17 +154,19 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
 
 def _elements(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int) -> Group:
     """A loop over the elements of outputs that share their dimensions."""
-    _start_group(em)
+    _start_group(em, lanes_ok=True)
     shape = outputs[0][2]
     dims = shape.dims
     names = _index_vars(em, gid, dims)
     index = [Idx.of(v) for v in names]
     # every value first, then the stores: an output may share its buffer with an input that
-    # another output still reads at this element
+    # another output (or another lane) still reads at this element
     values = [em.value(frame, name, index)[leaf] for name, leaf, _ in outputs]
+    if em.lanes_used:
+        em.line("HF_SYNC_LANES();")
     for (_, _, out_shape), arg, value in zip(outputs, out_args, values):
         em.line(f"{arg}[{linear(index, out_shape.dims, out_shape.minor_to_major).c()}] = {value};")
-    return Group(dims, tuple(reversed(shape.minor_to_major)), names, em.lines)
+    return Group(dims, tuple(reversed(shape.minor_to_major)), names, em.lines, lanes=_lanes(em))
 
 
 def reduction_hero(comp: ir.Computation, leaves) -> ir.Instruction | None:
@@ -175,8 +187,9 @@ def reduction_hero(comp: ir.Computation, leaves) -> ir.Instruction | None:
 
 def _reduction_with_side_outputs(em: Emitter, frame: Frame, hero: ir.Instruction, leaves, out_args) -> Group:
     """One loop nest over the reduce's output; inside the reduction loop each input element
-    is computed once and the other outputs are stored at its index."""
-    _start_group(em)
+    is computed once and the other outputs are stored at its index (each by the lane that
+    read it, when the reduction is split across lanes)."""
+    _start_group(em, lanes_ok=True)
     dims = hero.shape.leaves().__next__().dims
     names = _index_vars(em, 0, dims)
     index = [Idx.of(v) for v in names]
@@ -191,10 +204,12 @@ def _reduction_with_side_outputs(em: Emitter, frame: Frame, hero: ir.Instruction
     em.side_outputs[(frame.uid, hero.name)] = store
     values = em.value(frame, hero.name, index)
     del em.side_outputs[(frame.uid, hero.name)]
+    if em.lanes_used:
+        em.line("HF_SYNC_LANES();")
     for (name, k, shape), arg in mine:
         em.line(f"{arg}[{linear(index, shape.dims, shape.minor_to_major).c()}] = {values[k]};")
     order = tuple(reversed(next(iter(hero.shape.leaves())).minor_to_major))
-    return Group(dims, order, names, em.lines)
+    return Group(dims, order, names, em.lines, lanes=_lanes(em))
 
 
 def concatenate_hero(comp: ir.Computation) -> ir.Instruction | None:

@@ -119,6 +119,9 @@ CPU_HEAD = r"""
 #define HF_COMBINE_2 HF_COMBINE_1
 #define HF_COMBINE_4 HF_COMBINE_1
 #define HF_COMBINE_8 HF_COMBINE_1
+/* a reduction split across the lanes of a warp (CUDA) is one lane here: no exchange, no barrier */
+#define HF_SHFL_XOR(T, x, o) (x)
+#define HF_SYNC_LANES()
 """
 
 CUDA_HEAD = r"""
@@ -136,6 +139,11 @@ CUDA_HEAD = r"""
   unsigned long long old_ = *a_, assumed_; union { unsigned long long u; T t; } c_, n_; \
   do { assumed_ = old_; c_.u = assumed_; n_.t = fn(c_.t, (val)); old_ = atomicCAS(a_, assumed_, n_.u); } \
   while (assumed_ != old_); } while (0)
+/* reductions split across the 32 lanes of a warp: partial results exchanged by shuffles,
+   and a barrier before stores (an output may share its buffer with an input the other
+   lanes still read) */
+#define HF_SHFL_XOR(T, x, o) ((T)__shfl_xor_sync(0xffffffffu, (x), (o)))
+#define HF_SYNC_LANES() __syncwarp()
 """
 
 
