@@ -5,7 +5,7 @@ calls go to CuPy's matmul (cuBLAS), the other library kernels (kCustom fusions, 
 convolutions, sorts, TopK) to the reference evaluator bound to CuPy (execute/device_eval.py),
 and timing uses CUDA events around each run.
 
-CuPy is optional (`pip install 'hlofuse[gpu]'`, or the cupy-cuda13x build for a CUDA 13
+CuPy is optional (`pip install 'hlofuse[gpu]'`, or `'hlofuse[gpu-cuda13]'` for a CUDA 13
 driver): this module imports it only when a device is created, and `render` /
 `compile_ptx` work without it (nvcc alone), which is how the tests check that every
 generated kernel compiles on machines without a GPU. Run on an NVIDIA H100 (CuPy 14.2,
