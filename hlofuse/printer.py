@@ -66,6 +66,8 @@ def print_computation(comp: ir.Computation, style: Style = LONG, is_entry: bool 
     lines = [head + " {"]
     by_name = comp.by_name
     for instr in comp.instructions:
+        if is_tuple_element_ref(instr) and instr.name != comp.root_name:
+            continue  # written `%t#2` where it is used, as the text it came from was
         lines.append("  " + print_instruction(instr, style, instr.name == comp.root_name, by_name))
     tail = "}"
     if comp.name in style.closing_comments:
@@ -74,6 +76,13 @@ def print_computation(comp: ir.Computation, style: Style = LONG, is_entry: bool 
         tail += f", {key}={value}"
     lines.append(tail)
     return "\n".join(lines)
+
+
+def is_tuple_element_ref(instr: ir.Instruction) -> bool:
+    """A get-tuple-element named `t#2` after its tuple and index: one that parsing made of a
+    `%t#2` operand (XLA's printer since 2026), printed back the same way."""
+    return instr.opcode == "get-tuple-element" and len(instr.operands) == 1 and \
+        instr.name == f"{instr.operands[0]}#{instr.attr('index')}"
 
 
 def shape_text(shape: ir.Shape, layout: bool = True) -> str:

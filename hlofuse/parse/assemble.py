@@ -5,6 +5,8 @@ computation bodies and nested instructions are hoisted here, with XLA's generate
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 
 from .. import ir
@@ -31,6 +33,8 @@ class Assembler:
 
     def __init__(self, text: str):
         self.text = text
+        #: `%t#2` operands (tuple elements without a get-tuple-element) can only be where a # is
+        self.tuple_refs_possible = "#" in text
         self.extra_computations: list[ir.Computation] = []
         self.warnings: list[str] = []
         self.built: dict[str, ir.Computation] = {}
@@ -119,6 +123,8 @@ class Assembler:
     def computation(self, rc: RawComputation, is_entry: bool) -> ir.Computation:
         if rc.roots is None:  # read token by token: there may be nested instructions to hoist
             built = self.flatten(rc.instrs)
+            if self.tuple_refs_possible:
+                built = self.tuple_element_refs(built)
         else:
             self.declared = {}
             instruction, control = ir.Instruction, False
@@ -128,6 +134,12 @@ class Assembler:
                     control = control or any(key == "control-predecessors" for key, _ in item.attrs)
                     item = self.instruction(item, item.operands)
                 instrs.append(item)
+            if self.tuple_refs_possible:
+                made = self.tuple_element_refs([(instr, False) for instr in instrs])
+                if len(made) != len(instrs):  # positions moved: the root is found by identity
+                    root_instrs = {id(instrs[k]) for k in rc.roots}
+                    instrs = [instr for instr, _ in made]
+                    rc = dataclasses.replace(rc, roots=[k for k, instr in enumerate(instrs) if id(instr) in root_instrs])
             if not control and not self.declared:
                 comp = self.checked_quickly(rc, instrs, is_entry)
                 if comp is not None:
@@ -135,6 +147,42 @@ class Assembler:
             roots = set(rc.roots)
             built = [(instr, k in roots) for k, instr in enumerate(instrs)]
         return self.finish(rc.name, built, is_entry, rc.attrs, rc.line, rc.column, rc.params, rc.result_shape)
+
+    def tuple_element_refs(self, built: list[tuple[ir.Instruction, bool]]) -> list[tuple[ir.Instruction, bool]]:
+        """XLA's printer (since 2026: jax 0.11) writes `%t#2` for element 2 of the tuple %t where
+        a get-tuple-element instruction used to be printed; `%t#1#0` nests. Each distinct
+        reference becomes that get-tuple-element, named as written (so it prints back the same
+        way, see printer.py), placed right before its first user. A reference to something
+        not defined is left for the usual "does not exist" error; one into a non-tuple or
+        past its last element is an error here."""
+        by_name = {instr.name: instr for instr, _ in built}
+        out: list[tuple[ir.Instruction, bool]] = []
+        for instr, is_root in built:
+            for op in instr.operands:
+                if "#" in op and op not in by_name:
+                    self._make_tuple_ref(op, instr, by_name, out)
+            out.append((instr, is_root))
+        return out
+
+    def _make_tuple_ref(self, ref: str, user: ir.Instruction, by_name: dict, out: list) -> None:
+        base, _, index_text = ref.rpartition("#")
+        if "#" in base and base not in by_name:
+            self._make_tuple_ref(base, user, by_name, out)
+        tuple_instr = by_name.get(base)
+        if tuple_instr is None:
+            return
+        index = int(index_text)
+        shape = tuple_instr.shape
+        line, column = (user.span.line, user.span.column) if user.span else (None, None)
+        if not shape.is_tuple or index >= len(shape.tuple_shapes):
+            what = f"a tuple of {len(shape.tuple_shapes)} elements" if shape.is_tuple else "not a tuple"
+            raise self.error(f"{ref}: {base} is {shape.to_text(False)}, {what}; expected an element index "
+                             f"below {len(shape.tuple_shapes) if shape.is_tuple else 0} (operand of {user.name})",
+                             line, column)
+        gte = ir.Instruction(ref, "get-tuple-element", shape.tuple_shapes[index], (base,),
+                             (("index", index_text),), span=user.span)
+        by_name[ref] = gte
+        out.append((gte, False))
 
     def checked_quickly(self, rc: RawComputation, instrs: list, is_entry: bool) -> ir.Computation | None:
         """The computation, when `finish` would find nothing wrong with it, checked with less

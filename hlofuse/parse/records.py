@@ -83,7 +83,7 @@ def strip_percent(name: str) -> str:
     return sys.intern(name[1:] if name.startswith("%") else name)
 
 
-NAME_CHARS_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
+NAME_CHARS_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*(?:#[0-9]+)*\Z")  # `t#2`: an element of tuple t
 
 
 def is_name(text) -> bool:
