@@ -102,3 +102,14 @@ def test_check_replays_a_jax_0_11_dump_and_reproduces_its_kernels(program, kerne
     report = json.loads(result.output[result.output.index("{"):])
     assert report["xla_kernels"] == kernels
     assert report["reproduced"] == kernels
+
+
+def test_index_marks_before_references_are_kept():
+    text = ("HloModule m, entry_computation_layout={((f32[], f32[], f32[], f32[], f32[], /*index=5*/f32[]))->"
+            "(f32[], f32[], f32[], f32[], f32[], /*index=5*/f32[])}\n\n"
+            "ENTRY %main (p: (f32[], f32[], f32[], f32[], f32[], /*index=5*/f32[])) -> "
+            "(f32[], f32[], f32[], f32[], f32[], /*index=5*/f32[]) {\n"
+            "  %p = (f32[], f32[], f32[], f32[], f32[], /*index=5*/f32[]) parameter(0)\n"
+            "  ROOT %t = (f32[], f32[], f32[], f32[], f32[], /*index=5*/f32[]) "
+            "tuple(%p#5, %p#4, %p#3, %p#2, %p#1, /*index=5*/%p#0)\n}\n\n")
+    assert print_module(parse_text(text)) == text

@@ -17,7 +17,7 @@ from .sections import stack_frame_index
 from .shapes import parse_shape, split_top_level
 
 # An index mark before an operand (`/*index=5*/%v` or `/*index=5*/f32[] %v`), not inside a tuple shape.
-_OPERAND_MARK_RE = re.compile(r"/\*index=\d+\*/(?:[^,()\s]+\s+)?%?[A-Za-z_][\w.\-]*\s*[,)]")
+_OPERAND_MARK_RE = re.compile(r"/\*index=\d+\*/(?:[^,()\s]+\s+)?%?[A-Za-z_][\w.\-]*(?:#\d+)*\s*[,)]")
 _ANY_MARK_RE = re.compile(r"/\*index=\d+\*/")
 # With a literal first (not `^`, which makes the search try every position), so it runs at memchr speed.
 _CLOSING_COMMENT_RE = re.compile(r"\n\} // %?(\S+)")
