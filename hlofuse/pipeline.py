@@ -195,7 +195,7 @@ def _replay(module: ir.Module, options: Options, progress: Callable[[str], None]
         fn(program, ctx)
         ran.append(name)
     fused = program.to_module()
-    return FusionResult(
+    result = FusionResult(
         module=fused,
         input=module,
         backend=options.backend,
@@ -207,6 +207,8 @@ def _replay(module: ir.Module, options: Options, progress: Callable[[str], None]
         decisions=tuple(ctx.decisions),
         notes=tuple(ctx.notes),
     )
+    program.dispose()  # the result holds names and ir values only, no node of the program
+    return result
 
 
 def kernels_of(program: Program) -> list[Kernel]:

@@ -46,20 +46,22 @@ def fusion_roots(graph) -> list[Node]:
     """GetFusionRoots: the root, or the operands of a root tuple (recursively), looking
     through get-tuple-element(tuple(...))."""
     out: list[Node] = []
-
-    def visit(root: Node) -> None:
-        if root.opcode == "get-tuple-element" and root.operands[0].opcode == "tuple":
-            visit(root.operands[0].operands[int(root.attr("index") or 0)])
-        elif root.opcode == "get-tuple-element":
-            out.append(root.operands[0])
-        elif root.opcode == "tuple":
-            for op in root.operands:
-                visit(op)
-        else:
-            out.append(root)
-
-    visit(graph.root)
+    _collect_roots(graph.root, out)
     return out
+
+
+def _collect_roots(root: Node, out: list[Node]) -> None:
+    # a module-level helper, not a closure: a recursive closure is a reference cycle, left
+    # for the cyclic collector at every call
+    if root.opcode == "get-tuple-element" and root.operands[0].opcode == "tuple":
+        _collect_roots(root.operands[0].operands[int(root.attr("index") or 0)], out)
+    elif root.opcode == "get-tuple-element":
+        out.append(root.operands[0])
+    elif root.opcode == "tuple":
+        for op in root.operands:
+            _collect_roots(op, out)
+    else:
+        out.append(root)
 
 
 def outputs_of_fusible(node: Node) -> list[Node]:
