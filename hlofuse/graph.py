@@ -19,7 +19,7 @@ import functools
 import re
 from typing import Iterable, Iterator
 
-from . import ir
+from . import attributes, ir
 
 # ------------------------------------------------------------------------------------------
 # Names (XLA's NameUniquer: separator '.', numeric suffixes)
@@ -49,8 +49,10 @@ class NameUniquer:
         self._used.setdefault(root, set()).add(n if n is not None else 0)
 
     def get(self, requested: str) -> str:
-        root, n = self._split(_sanitize(requested))
-        used = self._used.setdefault(root, set())
+        root, n = _requested_parts(requested)
+        used = self._used.get(root)
+        if used is None:
+            used = self._used[root] = set()
         want = n if n is not None else 0
         if want not in used:
             used.add(want)
@@ -68,6 +70,12 @@ class NameUniquer:
 @functools.lru_cache(maxsize=65536)
 def _sanitize(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "_"
+
+
+@functools.lru_cache(maxsize=65536)
+def _requested_parts(name: str) -> tuple[str, int | None]:
+    """A requested name, sanitized, split into root and numeric suffix (one cache lookup)."""
+    return NameUniquer._split(_sanitize(name))
 
 
 # ------------------------------------------------------------------------------------------
@@ -469,10 +477,31 @@ class Program:
         self.source: ir.Module | None = None
         #: Every graph made for this program, live or dropped (bodies merged away), for dispose().
         self.made_graphs: list[Graph] = []
+        #: metadata text → the user's source location it names (decisions ask it per pair).
+        self.locations: dict[str, ir.SourceLocation | None] = {}
 
     def next_uid(self) -> int:
         self._uid += 1
         return self._uid
+
+    def location(self, node: Node) -> "ir.SourceLocation | None":
+        """The user's source line of a node, from its metadata or the stack-frame tables
+        (remembered per metadata text: decisions ask it for every pair, and jax repeats a
+        text on many instructions)."""
+        text = node.attr("metadata")
+        if not text:
+            return None
+        known = self.locations
+        if text in known:
+            return known[text]
+        meta = attributes.metadata(node)  # Node has the .attr() the reader needs
+        found = None
+        if meta.source_file or meta.source_line:
+            found = ir.SourceLocation(meta.source_file, meta.source_line)
+        elif meta.stack_frame_id is not None and self.stack_frames:
+            found = self.stack_frames.location(meta.stack_frame_id)
+        known[text] = found
+        return found
 
     def dispose(self) -> None:
         """Break the reference cycles of everything this program made (node ↔ graph, operand
@@ -488,6 +517,7 @@ class Program:
             graph._root = graph.fusion_owner = graph.answers = graph.program = None
             graph.parameters = []
         self.made_graphs = []
+        self.locations = {}
         self.graphs = {}
         self.entry = None
         self.__dict__.pop("_callees", None)

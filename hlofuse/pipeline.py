@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from . import ir
-from .decision import Decision, FusionResult, Kernel
+from .decision import Decision, FusionResult, Kernel, Verdict
 from .collector import collector_paused
 from .device import DeviceSpec, load_gpu
 from .errors import InputError
@@ -71,26 +71,39 @@ class Context:
 
 def decision_from(pass_name: str, producer: Node, consumer: Node, outcome) -> Decision:
     """The Decision for one candidate pair from the rules' Outcome: fused, relaxed (fused only
-    because the user relaxed a rule that objected), or blocked with the rule's facts."""
-    from .decision import Verdict
-
+    because the user relaxed a rule that objected), or blocked with the rule's facts.
+    (Built with positional fields: hundreds of thousands are made on a large module.)"""
     graph = consumer.graph or producer.graph
     source = _source(producer) or _source(consumer)
-    common = dict(pass_name=pass_name, producer=producer.name, consumer=consumer.name,
-                  relaxed=tuple(outcome.relaxed), computation=graph.name if graph is not None else None,
-                  producer_members=_members(producer), consumer_members=_members(consumer), source=source)
+    computation = graph.name if graph is not None else None
+    relaxed = tuple(outcome.relaxed)
     rule = outcome.blocked_by
     if rule is None:
-        verdict = Verdict.RELAXED if outcome.relaxed else Verdict.FUSED
-        return Decision(verdict=verdict, **common)
+        verdict = Verdict.RELAXED if relaxed else Verdict.FUSED
+        return Decision(pass_name, producer.name, consumer.name, verdict, None, "", None, {}, relaxed,
+                        computation, _members(producer), _members(consumer), source)
+    reason, xla_reason = _reasons(rule, outcome)
+    return Decision(pass_name, producer.name, consumer.name, Verdict.BLOCKED, rule.id, reason, xla_reason,
+                    dict(outcome.facts), relaxed, computation, _members(producer), _members(consumer), source)
+
+
+def _reasons(rule, outcome) -> tuple[str, str | None]:
+    """Our sentence and XLA's for a refusal; the last outcome's are remembered, since a
+    producer refused for all its users (fusion merger) yields one Decision per user."""
+    if _last_reasons[0] is outcome:
+        return _last_reasons[1]
     xla_reason = rule.xla.message
     if xla_reason and "{" in xla_reason:
         try:
             xla_reason = xla_reason.format(**outcome.facts)
         except (KeyError, IndexError, ValueError):
             pass
-    return Decision(verdict=Verdict.BLOCKED, rule=rule.id, reason=rule.reason(outcome.facts),
-                    xla_reason=xla_reason, facts=dict(outcome.facts), **common)
+    found = (rule.reason(outcome.facts), xla_reason)
+    _last_reasons[:] = [outcome, found]
+    return found
+
+
+_last_reasons: list = [None, None]
 
 
 def _members(node: Node) -> tuple[str, ...]:
@@ -107,13 +120,11 @@ def _members(node: Node) -> tuple[str, ...]:
 
 def _source(node: Node):
     """Where the user's code made `node` (its metadata, or the module's stack frames)."""
-    from .attributes import source_location
-
     graph = node.graph
-    module = graph.program.source if graph is not None else None
-    if module is None or not node.attr("metadata"):
+    program = graph.program if graph is not None else None
+    if program is None or program.source is None:
         return None
-    return source_location(module, node)
+    return program.location(node)
 
 
 #: Explains, on an already fused graph, why `producer` (a kernel's output) was not fused

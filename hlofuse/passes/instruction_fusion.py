@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from .. import attributes, graph as g
+from .. import graph as g
 from ..decision import Decision, Verdict
 from ..rules import Candidate, Outcome, evaluate
 from ..rules import instruction_fusion as rif
@@ -414,17 +414,9 @@ class FusionRun:
     # large modules.  Members are those of the kernels when the computation is done.
 
     def _record(self, consumer: "Node", i: int, outcome: Outcome, mof_reason: str | None = None) -> None:
+        # the sentences are built in _flush, for the last answer only
         producer = consumer.operands[i]
-        blocked = outcome.blocked_by
-        xla_reason = blocked.xla.message if blocked is not None else None
-        if xla_reason is not None and mof_reason:
-            xla_reason = f"{xla_reason} ; {mof_reason}"
-        self._store(producer, consumer, dict(
-            producer=producer.name, consumer=consumer.name,
-            verdict=Verdict.BLOCKED,
-            rule=blocked.id if blocked is not None else None,
-            reason=blocked.reason(outcome.facts) if blocked is not None else "",
-            xla_reason=xla_reason, facts=dict(outcome.facts), relaxed=outcome.relaxed))
+        self._store(producer, consumer, (producer.name, outcome, mof_reason))
 
     def _record_fused(self, producer: "Node", fusion: "Node", outcome: Outcome, multi_output: bool) -> None:
         relaxed = outcome.relaxed
@@ -432,13 +424,11 @@ class FusionRun:
         reason = f"{producer.name} {how} into {fusion.name}"
         if relaxed:
             reason += f" (relaxed: {', '.join(relaxed)})"
-        self._store(producer, fusion, dict(
-            producer=producer.name, consumer=fusion.name,
-            verdict=Verdict.RELAXED if relaxed else Verdict.FUSED,
-            rule=relaxed[0] if relaxed else None, reason=reason, relaxed=relaxed,
-            facts={"kind": fusion.fusion_kind or "", "multi_output": multi_output}))
+        self._store(producer, fusion, (producer.name, Verdict.RELAXED if relaxed else Verdict.FUSED,
+                                       relaxed[0] if relaxed else None, reason, None,
+                                       {"kind": fusion.fusion_kind or "", "multi_output": multi_output}, relaxed))
 
-    def _store(self, producer: "Node", consumer: "Node", fields: dict) -> None:
+    def _store(self, producer: "Node", consumer: "Node", fields: tuple) -> None:
         slots = self._decided.setdefault(consumer.uid, {})
         index = slots.get(producer.uid)
         if index is None:
@@ -451,26 +441,34 @@ class FusionRun:
         computation = self.graph.name if self.graph is not None else None
         pass_name = self.ctx.pass_name or self.policy.name
         members: dict[int, tuple[str, ...]] = {}
-
-        def members_of(node: "Node") -> tuple[str, ...]:
-            if node.uid not in members:
-                members[node.uid] = node.members()
-            return members[node.uid]
-
         sources: dict[int, object] = {}
-
-        def source_of(node: "Node"):
-            if node.uid not in sources:  # a producer refused by many consumers: one lookup
-                sources[node.uid] = source_location(self.program, node)
-            return sources[node.uid]
-
+        location = self.program.location
+        decisions = self.ctx.decisions
         for index, (producer, consumer, fields) in self._pending.items():
             live = self._current.get(consumer.uid, consumer)
-            fields = {**fields, "consumer": live.name}
-            self.ctx.decisions[index] = Decision(
-                pass_name=pass_name, computation=computation,
-                producer_members=members_of(producer), consumer_members=members_of(live),
-                source=source_of(producer), **fields)
+            producer_members = members.get(producer.uid)
+            if producer_members is None:
+                producer_members = members[producer.uid] = producer.members()
+            consumer_members = members.get(live.uid)
+            if consumer_members is None:
+                consumer_members = members[live.uid] = live.members()
+            source = sources.get(producer.uid, sources)
+            if source is sources:  # a producer refused by many consumers: one lookup
+                source = sources[producer.uid] = location(producer)
+            if len(fields) == 3:  # a refusal: (producer name, outcome, mof reason)
+                name, outcome, mof_reason = fields
+                blocked = outcome.blocked_by
+                xla_reason = blocked.xla.message if blocked is not None else None
+                if xla_reason is not None and mof_reason:
+                    xla_reason = f"{xla_reason} ; {mof_reason}"
+                decisions[index] = Decision(
+                    pass_name, name, live.name, Verdict.BLOCKED, blocked.id if blocked is not None else None,
+                    blocked.reason(outcome.facts) if blocked is not None else "", xla_reason, dict(outcome.facts),
+                    outcome.relaxed, computation, producer_members, consumer_members, source)
+            else:
+                name, verdict, rule, reason, xla_reason, facts, relaxed = fields
+                decisions[index] = Decision(pass_name, name, live.name, verdict, rule, reason, xla_reason, facts,
+                                            relaxed, computation, producer_members, consumer_members, source)
         self._pending.clear()
 
 
@@ -530,14 +528,7 @@ def _mof_creates_cycle(producer: "Node", consumer: "Node") -> bool:
 
 def source_location(program: "Program", node: "Node"):
     """The user's source line of an instruction, from metadata or the stack-frame tables."""
-    meta = attributes.metadata(node)  # Node has the .attr() the reader needs
-    from ..ir import SourceLocation
-
-    if meta.source_file or meta.source_line:
-        return SourceLocation(meta.source_file, meta.source_line)
-    if meta.stack_frame_id is not None and program.stack_frames:
-        return program.stack_frames.location(meta.stack_frame_id)
-    return None
+    return program.location(node)
 
 
 # ------------------------------------------------------------------------------------------

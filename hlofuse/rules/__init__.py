@@ -234,18 +234,35 @@ class Outcome:
 
 def evaluate(rule_ids: Sequence[str], candidate: Candidate, relaxed: frozenset[str] = frozenset()) -> Outcome:
     """Ask rules in order; the first objection not relaxed decides (XLA's `FusionDecision::All`)."""
-    rules = REGISTRY
-    relaxed_hits: list[str] = []
-    for rid in rule_ids:
-        r = rules[rid]
-        facts = r.check(candidate)
+    compiled = _compiled.get(id(rule_ids))
+    if compiled is None or compiled[0] is not rule_ids:
+        compiled = _compile(rule_ids)
+    relaxed_hits: list[str] | None = None
+    for rid, check, r in compiled[1]:
+        facts = check(candidate)
         if facts is None:
             continue
         if rid in relaxed:
+            if relaxed_hits is None:
+                relaxed_hits = []
             relaxed_hits.append(rid)
             continue
-        return Outcome(r, dict(facts), tuple(relaxed_hits))
+        return Outcome(r, dict(facts), tuple(relaxed_hits) if relaxed_hits else ())
     return Outcome(None, _NO_FACTS, tuple(relaxed_hits)) if relaxed_hits else _ALLOWED
+
+
+#: Rule lists already asked, by identity (passes ask the same few tuples again and again):
+#: id → (the list itself, its (id, check, rule) triples).
+_compiled: dict[int, tuple] = {}
+
+
+def _compile(rule_ids: Sequence[str]) -> tuple:
+    triples = tuple((rid, REGISTRY[rid].check, REGISTRY[rid]) for rid in rule_ids)
+    if isinstance(rule_ids, tuple):  # a list may be edited later: it is not remembered
+        if len(_compiled) > 4096:  # callers that build a new tuple per question
+            _compiled.clear()
+        _compiled[id(rule_ids)] = (rule_ids, triples)
+    return (rule_ids, triples)
 
 
 #: The answer to most questions (asked hundreds of thousands of times on a large module): one

@@ -121,6 +121,8 @@ def has_side_effect(node: "Node") -> bool:
     """HloInstruction::HasSideEffect: this instruction, or anything in a computation it calls."""
     if has_side_effect_no_recurse(node):
         return True
+    if node.fused is None and not node.called:  # most instructions: nothing to look into
+        return False
     program = node.graph.program if node.graph is not None else None
     called = []
     if node.fused is not None:
