@@ -207,16 +207,22 @@ def resolve_relax(refs: Iterable[str], pipeline: str | None = None) -> frozenset
 # ------------------------------------------------------------------------------------------
 
 
-@dataclass
 class Candidate:
     """A pair a pass considers: fuse `producer` into `consumer` (or, for sibling and horizontal
     fusion, `producer` and `consumer` are the two siblings).  `ctx` is the pass context
-    (device, options, caches); `extra` carries pass-specific facts (operand index, ...)."""
+    (device, options, caches); `extra` carries pass-specific facts (operand index, ...).
+    (A plain slotted class: one is made per question, millions on a large module.)"""
 
-    producer: Any
-    consumer: Any
-    ctx: Any
-    extra: dict = field(default_factory=dict)
+    __slots__ = ("producer", "consumer", "ctx", "extra")
+
+    def __init__(self, producer: Any, consumer: Any, ctx: Any, extra: dict | None = None):
+        self.producer = producer
+        self.consumer = consumer
+        self.ctx = ctx
+        self.extra = {} if extra is None else extra
+
+    def __repr__(self) -> str:
+        return f"Candidate({self.producer!r}, {self.consumer!r}, extra={self.extra!r})"
 
 
 @dataclass(frozen=True)
@@ -251,18 +257,23 @@ def evaluate(rule_ids: Sequence[str], candidate: Candidate, relaxed: frozenset[s
     return Outcome(None, _NO_FACTS, tuple(relaxed_hits)) if relaxed_hits else _ALLOWED
 
 
-#: Rule lists already asked, by identity (passes ask the same few tuples again and again):
-#: id → (the list itself, its (id, check, rule) triples).
+#: Rule lists already asked (passes ask the same few lists again and again), by identity
+#: (id → (the tuple itself, its (id, check, rule) triples)) and, for lists built anew per
+#: question, by value.
 _compiled: dict[int, tuple] = {}
+_compiled_by_value: dict[tuple, tuple] = {}
 
 
 def _compile(rule_ids: Sequence[str]) -> tuple:
-    triples = tuple((rid, REGISTRY[rid].check, REGISTRY[rid]) for rid in rule_ids)
-    if isinstance(rule_ids, tuple):  # a list may be edited later: it is not remembered
-        if len(_compiled) > 4096:  # callers that build a new tuple per question
+    key = rule_ids if type(rule_ids) is tuple else tuple(rule_ids)
+    found = _compiled_by_value.get(key)
+    if found is None:
+        found = _compiled_by_value[key] = (key, tuple((rid, REGISTRY[rid].check, REGISTRY[rid]) for rid in key))
+    if key is rule_ids:  # a list may be edited later: only tuples are remembered by identity
+        if len(_compiled) > 1024:  # callers that build a new tuple per question
             _compiled.clear()
-        _compiled[id(rule_ids)] = (rule_ids, triples)
-    return (rule_ids, triples)
+        _compiled[id(rule_ids)] = (rule_ids, found[1])
+    return found
 
 
 #: The answer to most questions (asked hundreds of thousands of times on a large module): one
