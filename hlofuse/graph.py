@@ -161,11 +161,15 @@ class Node:
         """Input-module instructions this node stands for (a fusion: everything inside)."""
         if self.fused is None:
             return self.origin
-        out: dict[str, None] = {}  # ordered, and O(1) membership for large fusions
-        for node in self.fused.nodes():
-            if node.opcode != "parameter":
-                out.update(dict.fromkeys(node.members()))
-        return tuple(out)
+        cache = graph_cache(self.fused)  # asked for every decision about a growing fusion
+        found = cache.get("members")
+        if found is None:
+            out: dict[str, None] = {}  # ordered, and O(1) membership for large fusions
+            for node in self.fused.nodes():
+                if node.opcode != "parameter":
+                    out.update(dict.fromkeys(node.members()))
+            found = cache["members"] = tuple(out)
+        return found
 
     def operand_index(self, operand: "Node") -> int:
         for i, op in enumerate(self.operands):
@@ -195,12 +199,22 @@ class Graph:
         self._by_name: dict[str, Node] = {}
         self._root: Node | None = None
         #: Bumped on every change of the computation (nodes, edges, root), so analyses can
-        #: cache per version.
-        self.version = 0
+        #: cache per version (`version`; every bump also counts in `program.edits`).
+        self._version = 0
         self.parameters: list[Node] = []
         self.fusion_owner: Node | None = None  # the fusion instruction whose body this is
         #: (version, {question: answer}) for analyses of this computation (gpu.heroes.graph_cache).
         self.answers: "tuple[int, dict] | None" = None
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self._version = value
+        if self.program is not None:
+            self.program.edits += 1
 
     # -- access ---------------------------------------------------------------------------
     def nodes(self) -> list[Node]:
@@ -356,8 +370,8 @@ def graph_cache(graph: Graph) -> dict:
     and members of fusions are asked again and again while a fusion grows; a computation's
     version changes with every edit.  Kept on the graph itself: this is on every hot path."""
     entry = graph.answers
-    if entry is None or entry[0] != graph.version:
-        entry = graph.answers = (graph.version, {})
+    if entry is None or entry[0] != graph._version:
+        entry = graph.answers = (graph._version, {})
     return entry[1]
 
 
@@ -472,6 +486,9 @@ class Program:
         self.instruction_names = NameUniquer()
         self.computation_names = NameUniquer()
         self._uid = 0
+        #: Bumped by every change of any graph (its version) and by adding or removing graphs:
+        #: an unchanged count means an unchanged program.
+        self.edits = 0
         self.stack_frames = ir.StackFrameIndex()
         self.style = None
         self.source: ir.Module | None = None
@@ -521,6 +538,7 @@ class Program:
         self.graphs = {}
         self.entry = None
         self.__dict__.pop("_callees", None)
+        self.__dict__.pop("_order_memo", None)
 
     def add_graph(self, graph: Graph, *, unique_name: bool = True) -> Graph:
         if unique_name:
@@ -528,16 +546,27 @@ class Program:
         else:
             self.computation_names.reserve(graph.name)
         self.graphs[graph.name] = graph
+        self.edits += 1
         return graph
 
     def remove_graph(self, graph: Graph) -> None:
         self.graphs.pop(graph.name, None)
+        self.edits += 1
 
     def new_graph(self, name: str) -> Graph:
         return self.add_graph(Graph(self, name))
 
     def graph_order(self) -> list[Graph]:
-        """Callees before callers (XLA's MakeComputationPostOrder), from the entry."""
+        """Callees before callers (XLA's MakeComputationPostOrder), from the entry.
+        Remembered until the program changes (passes ask for it at every run)."""
+        known = self.__dict__.get("_order_memo")
+        if known is not None and known[0] == self.edits:
+            return list(known[1])
+        order = self._graph_order()
+        self.__dict__["_order_memo"] = (self.edits, order)
+        return list(order)
+
+    def _graph_order(self) -> list[Graph]:
         order: list[Graph] = []
         seen: set[str] = set()
 

@@ -16,7 +16,7 @@ from .decision import Decision, FusionResult, Kernel, Verdict
 from .collector import collector_paused
 from .device import DeviceSpec, load_gpu
 from .errors import InputError
-from .graph import Graph, Node, Program, graph_cache
+from .graph import Graph, Node, Program
 
 PassFn = Callable[[Program, "Context"], bool]
 
@@ -81,10 +81,10 @@ def decision_from(pass_name: str, producer: Node, consumer: Node, outcome) -> De
     if rule is None:
         verdict = Verdict.RELAXED if relaxed else Verdict.FUSED
         return Decision(pass_name, producer.name, consumer.name, verdict, None, "", None, {}, relaxed,
-                        computation, _members(producer), _members(consumer), source)
+                        computation, producer.members(), consumer.members(), source)
     reason, xla_reason = _reasons(rule, outcome)
     return Decision(pass_name, producer.name, consumer.name, Verdict.BLOCKED, rule.id, reason, xla_reason,
-                    dict(outcome.facts), relaxed, computation, _members(producer), _members(consumer), source)
+                    dict(outcome.facts), relaxed, computation, producer.members(), consumer.members(), source)
 
 
 def _reasons(rule, outcome) -> tuple[str, str | None]:
@@ -104,18 +104,6 @@ def _reasons(rule, outcome) -> tuple[str, str | None]:
 
 
 _last_reasons: list = [None, None]
-
-
-def _members(node: Node) -> tuple[str, ...]:
-    """node.members(), remembered per version of a fusion's computation (a fusion is asked
-    about again and again while it grows)."""
-    if node.fused is None:
-        return node.origin
-    cache = graph_cache(node.fused)
-    members = cache.get("members")
-    if members is None:
-        members = cache["members"] = node.members()
-    return members
 
 
 def _source(node: Node):

@@ -88,10 +88,10 @@ class FixedPointGroup:
         return changed
 
 
-def program_state(program: Program) -> tuple:
-    """Every computation and its version: equal states mean an unchanged program (every edit
-    of nodes, edges, roots and attributes bumps its computation's version)."""
-    return tuple((id(g), g.version) for g in program.graphs.values())
+def program_state(program: Program) -> int:
+    """The program's edit count: equal counts mean an unchanged program (every edit of nodes,
+    edges, roots and attributes bumps its computation's version, and so the count)."""
+    return program.edits
 
 
 def keep_last_decisions(ctx: Context) -> None:
