@@ -96,12 +96,17 @@ def program_state(program: Program) -> int:
 
 def keep_last_decisions(ctx: Context) -> None:
     """A pair reconsidered in a later iteration keeps only its last Decision (one per pair)."""
-    last: dict[tuple, int] = {}
-    for i, d in enumerate(ctx.decisions):
+    seen: set[tuple] = set()
+    kept: list = []
+    for d in reversed(ctx.decisions):  # the last of each pair is the first met backwards
         if d is not None:
-            last[(d.pass_name, d.computation, d.producer, d.consumer)] = i
-    keep = set(last.values())
-    ctx.decisions[:] = [d for i, d in enumerate(ctx.decisions) if d is None or i in keep]
+            key = (d.pass_name, d.computation, d.producer, d.consumer)
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(d)
+    kept.reverse()
+    ctx.decisions[:] = kept
 
 
 FUSION = FixedPointGroup("legacy-fusion-pipeline", [
