@@ -40,6 +40,9 @@ class GpuConfig:
     def __post_init__(self) -> None:
         if self.era not in (ERA_LEGACY, ERA_PRIORITY):
             raise ValueError(f"unknown XLA era {self.era!r}; expected {ERA_LEGACY!r} or {ERA_PRIORITY!r}")
+        # `token`: the same small int for equal configs, for cache keys asked millions of times
+        # on a large module (an int hashes in C; this class's __hash__ is a Python call).
+        object.__setattr__(self, "token", _TOKENS.setdefault(self, len(_TOKENS)))
 
     def __hash__(self) -> int:
         # Analyses key their caches by config, hundreds of thousands of times per replay;
@@ -61,6 +64,10 @@ class GpuConfig:
 
     def replace(self, **changes) -> "GpuConfig":
         return dataclasses.replace(self, **changes)
+
+
+#: Every distinct config made so far → its token (a handful per process).
+_TOKENS: dict[GpuConfig, int] = {}
 
 
 def gpu_config(ctx) -> GpuConfig:

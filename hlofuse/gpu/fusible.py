@@ -64,7 +64,7 @@ def is_reduce_input_fusion(node: Node, cfg: GpuConfig) -> bool:
     if node.opcode != "fusion" or node.fused is None:
         return False
     cache = graph_cache(node.fused)
-    key = ("reduce-input-fusion", cfg)
+    key = ("reduce-input-fusion", cfg.token)
     if key not in cache:
         cache[key] = any(is_real_reduction_hero(root, find_non_trivial_hero(root, cfg), cfg)
                          for root in fusion_roots(node.fused))
@@ -89,7 +89,7 @@ def is_input_fusible_transpose(node: Node, cfg: GpuConfig) -> bool:
         return False
     if node.opcode == "fusion":
         cache = graph_cache(node.fused)
-        key = ("input-fusible-transpose", cfg)
+        key = ("input-fusible-transpose", cfg.token)
         if key not in cache:
             cache[key] = any(tiled_transpose(find_non_trivial_hero(r, cfg), cfg) is not None
                              for r in fusion_roots(node.fused))

@@ -50,7 +50,7 @@ def _hero_tables(graph, cfg: GpuConfig):
     intermediate ops (up to 3 operands), and whether some non-trivial op reads its value
     downstream.  FindNonTrivialHero's two searches are lookups in these tables."""
     cache = graph_cache(graph)
-    key = ("hero-tables", cfg)
+    key = ("hero-tables", cfg.token)
     found = cache.get(key)
     if found is not None:
         return found
@@ -220,7 +220,7 @@ def find_non_trivial_hero(node: Node, cfg: GpuConfig) -> Node:
     if graph is None or not graph.is_fusion_body:
         return node  # a lone instruction: the fusion it forms holds only itself
     cache = graph_cache(graph)
-    key = ("hero", node.uid, cfg)
+    key = ("hero", node.uid, cfg.token)
     found = cache.get(key)
     if found is None:
         found = cache[key] = _find_non_trivial_hero(node, cfg)
