@@ -39,9 +39,23 @@ def remove_instruction(graph: Graph, node: Node) -> None:
 # ------------------------------------------------------------------------------------------
 
 
+#: Shape → its layout-sensitive text.  Shapes are frozen values and `to_text` depends only on
+#: the fields they compare equal by, so equal shapes share one text.
+_SHAPE_TEXT: dict = {}
+
+
+def _shape_text(shape) -> str:
+    text = _SHAPE_TEXT.get(shape)
+    if text is None:
+        if len(_SHAPE_TEXT) > 65536:
+            _SHAPE_TEXT.clear()
+        text = _SHAPE_TEXT[shape] = shape.to_text(layout=True)
+    return text
+
+
 def _cse_key(node: Node) -> tuple:
-    attrs = tuple((k, v) for k, v in node.attrs if k not in _IGNORED_FOR_CSE)
-    return (node.opcode, node.shape.to_text(layout=True), tuple(op.uid for op in node.operands), attrs,
+    attrs = tuple((k, v) for k, v in node.attrs if k not in _IGNORED_FOR_CSE) if node.attrs else ()
+    return (node.opcode, _shape_text(node.shape), tuple(op.uid for op in node.operands), attrs,
             node.literal, tuple(node.called), node.fused.name if node.fused is not None else None)
 
 
@@ -58,6 +72,8 @@ def cse_fusion_computations(program: Program, ctx: Context | None = None) -> boo
 
 
 def cse_graph(graph: Graph) -> bool:
+    if not _has_duplicates(graph):
+        return False
     seen: dict[tuple, Node] = {}
     changed = False
     for node in graph.post_order():
@@ -73,6 +89,21 @@ def cse_graph(graph: Graph) -> bool:
             remove_instruction(graph, node)
         changed = True
     return changed
+
+
+def _has_duplicates(graph: Graph) -> bool:
+    """Whether two instructions cse_graph may merge have the same key.  Without such a pair its
+    walk merges nothing (keys change only when something is merged), so the post order it
+    walks in need not be computed."""
+    seen: set[tuple] = set()
+    for node in graph:
+        if node.opcode in _SIDE_EFFECT:
+            continue
+        key = _cse_key(node)
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
 
 
 # ------------------------------------------------------------------------------------------
@@ -104,6 +135,9 @@ def dce(program: Program, ctx: Context | None = None) -> bool:
 
 
 def dce_graph(graph: Graph) -> bool:
+    root = graph.root
+    if all(node.users or node is root for node in graph):
+        return False  # nothing dead (removing only makes dead what a dead node used)
     changed = False
     for node in reversed(graph.post_order()):
         if node not in graph or node.users or graph.root is node or not _removable(node):

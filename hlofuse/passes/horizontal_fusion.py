@@ -161,20 +161,25 @@ class HorizontalLoopFusion:
             if consumer not in self.graph or len(consumer.operands) < self.xla.min_consumer_operands:
                 continue
             outcomes: dict[int, tuple[Node, Outcome]] = {}
-            changed |= self.fuse_consumer_operands(consumer, False, stack, outcomes)
-            changed |= self.fuse_consumer_operands(consumer, True, stack, outcomes)
+            found = self.fusible_operands(consumer, outcomes)
+            if self.fuse_consumer_operands(consumer, False, stack, outcomes, found):
+                changed = True
+                found = self.fusible_operands(consumer, outcomes)  # else nothing changed: the same
+            changed |= self.fuse_consumer_operands(consumer, True, stack, outcomes, found)
             for candidate, outcome in outcomes.values():
                 self.ctx.record(decision_from(self.ctx.pass_name, candidate, consumer, outcome))
         return changed
 
-    def candidates(self, consumer: Node, sliced: bool, outcomes) -> list[Node]:
-        """FusionCandidates::Initialize: filtered and sorted candidates of one consumer."""
+    def fusible_operands(self, consumer: Node, outcomes) -> list[Node]:
+        """The first half of FusionCandidates::Initialize (the same in both modes): the distinct
+        operands (through get-tuple-elements, at N bitcasts) that are fusible candidates."""
         xla = self.xla
         ancestor = latest_non_trivial_ancestor if xla.through_bitcast else latest_non_gte_ancestor
         found: list[Node] = []
+        seen: set[int] = set()  # ids of `found` (a root tuple may have thousands of operands)
         for operand in consumer.operands:
             pred = ancestor(operand)
-            if any(pred is f for f in found) or not _is_fusible_candidate(pred, self.cfg, self.control_names, xla):
+            if id(pred) in seen or not _is_fusible_candidate(pred, self.cfg, self.control_names, xla):
                 continue
             if xla.fusible_rules:
                 outcome = evaluate(xla.fusible_rules, Candidate(pred, consumer, self.ctx, {"xla": xla}),
@@ -183,9 +188,16 @@ class HorizontalLoopFusion:
                     outcomes[pred.uid] = (pred, outcome)
                     continue
             found.append(pred)
+            seen.add(id(pred))
+        return found
+
+    def candidates(self, consumer: Node, sliced: bool, outcomes, found: list[Node]) -> list[Node]:
+        """FusionCandidates::Initialize: `found` (fusible_operands) filtered and sorted."""
+        xla = self.xla
         kept = []
+        found_ids = frozenset(id(f) for f in found)
         for node in found:
-            extra = {"xla": xla, "sliced": sliced, "candidates": found}
+            extra = {"xla": xla, "sliced": sliced, "candidates": found, "candidate_ids": found_ids}
             outcome = evaluate(xla.candidate_rules, Candidate(node, consumer, self.ctx, extra), self.ctx.relaxed)
             if outcome.allowed:
                 kept.append(node)
@@ -244,8 +256,9 @@ class HorizontalLoopFusion:
             pos = right
         return spans
 
-    def fuse_consumer_operands(self, consumer: Node, sliced: bool, stack: list[Node], outcomes) -> bool:
-        fusible = self.candidates(consumer, sliced, outcomes)
+    def fuse_consumer_operands(self, consumer: Node, sliced: bool, stack: list[Node], outcomes,
+                               found: list[Node]) -> bool:
+        fusible = self.candidates(consumer, sliced, outcomes, found)
         changed = False
         for span in self.spans(consumer, fusible, sliced, outcomes):
             fusions = []

@@ -175,7 +175,10 @@ class MultiOutputFusion:
     def fuse_siblings(self, parent: Node) -> bool:
         if parent.shape.is_effective_scalar:
             return False  # IsProfitableOperand: a scalar is cheap to read twice
-        siblings = [u for u in parent.users if self._is_sibling_candidate(u)]
+        users = parent.users
+        if len(users) < 2 or not any(u.opcode == "fusion" for u in users):
+            return False  # no pair can start: the first sibling of a pair is a fusion
+        siblings = [u for u in users if self._is_sibling_candidate(u)]
         siblings.sort(key=lambda n: -priority(n))  # stable, as std::stable_sort
         changed = False
         for i in range(len(siblings)):

@@ -215,6 +215,13 @@ def not_row_major(c: Candidate):
     return None
 
 
+def _candidate_ids(c: Candidate):
+    """ids of the consumer's other candidates (`extra["candidates"]`); the pass passes them
+    precomputed as `extra["candidate_ids"]` (a root tuple may have thousands of operands)."""
+    ids = c.extra.get("candidate_ids")
+    return ids if ids is not None else {id(o) for o in c.extra.get("candidates") or ()}
+
+
 @rule(id="HF-SHARED-PARAMETER", name="horizontal-shared-parameter", passes=_PASSES, pipelines=_PIPELINES,
       tags={"horizontal", "in-place", "legality"}, relaxable=False, xla=_ref("AnyOpndIsParamSharedAmongFusions"),
       message="{producer} reads parameter {parameter}, which {other} reads too")
@@ -233,12 +240,12 @@ def shared_parameter(c: Candidate):
         ROOT t = (f32[8], f32[8]) tuple(a, b)
     Relaxing: not possible.
     """
-    others = c.extra.get("candidates") or ()
+    others = _candidate_ids(c)
     for op in c.producer.operands:
         if op.opcode != "parameter":
             continue
         for user in op.users:
-            if user is not c.producer and any(user is o for o in others):
+            if user is not c.producer and id(user) in others:
                 return objection(producer=c.producer.name, parameter=op.name, other=user.name)
     return None
 
@@ -265,10 +272,10 @@ def dus_shared_operand(c: Candidate):
     """
     if not is_dynamic_update_slice_fusion(c.producer):
         return None
-    others = c.extra.get("candidates") or ()
+    others = _candidate_ids(c)
     for op in c.producer.operands:
         for user in op.users:
-            if user is not c.producer and any(user is o for o in others):
+            if user is not c.producer and id(user) in others:
                 return objection(producer=c.producer.name, operand=op.name, other=user.name)
     return None
 
