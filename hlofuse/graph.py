@@ -375,6 +375,14 @@ def graph_cache(graph: Graph) -> dict:
     return entry[1]
 
 
+def program_cache(program: "Program") -> dict:
+    """Answers about the whole program valid until any of it changes (program.edits)."""
+    entry = program.answers
+    if entry is None or entry[0] != program.edits:
+        entry = program.answers = (program.edits, {})
+    return entry[1]
+
+
 def _parameter_number(node: Node) -> int:
     return node.parameter_number
 
@@ -489,6 +497,8 @@ class Program:
         #: Bumped by every change of any graph (its version) and by adding or removing graphs:
         #: an unchanged count means an unchanged program.
         self.edits = 0
+        #: (edits, {question: answer}) for analyses of the whole program (program_cache).
+        self.answers: "tuple[int, dict] | None" = None
         self.stack_frames = ir.StackFrameIndex()
         self.style = None
         self.source: ir.Module | None = None
@@ -538,7 +548,7 @@ class Program:
         self.graphs = {}
         self.entry = None
         self.__dict__.pop("_callees", None)
-        self.__dict__.pop("_order_memo", None)
+        self.answers = None
 
     def add_graph(self, graph: Graph, *, unique_name: bool = True) -> Graph:
         if unique_name:
@@ -559,11 +569,10 @@ class Program:
     def graph_order(self) -> list[Graph]:
         """Callees before callers (XLA's MakeComputationPostOrder), from the entry.
         Remembered until the program changes (passes ask for it at every run)."""
-        known = self.__dict__.get("_order_memo")
-        if known is not None and known[0] == self.edits:
-            return list(known[1])
-        order = self._graph_order()
-        self.__dict__["_order_memo"] = (self.edits, order)
+        cache = program_cache(self)
+        order = cache.get("graph-order")
+        if order is None:
+            order = cache["graph-order"] = self._graph_order()
         return list(order)
 
     def _graph_order(self) -> list[Graph]:

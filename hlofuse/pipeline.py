@@ -17,6 +17,7 @@ from .collector import collector_paused
 from .device import DeviceSpec, load_gpu
 from .errors import InputError
 from .graph import Graph, Node, Program
+from .rules import evaluate
 
 PassFn = Callable[[Program, "Context"], bool]
 
@@ -60,8 +61,6 @@ class Context:
     def decide(self, rule_ids, candidate, *, pass_name: str | None = None, record: bool = True):
         """Ask `rule_ids` about `candidate` (XLA's FusionDecision order, relaxation applied) and
         record the one Decision this candidate pair yields; returns the rules' Outcome."""
-        from .rules import evaluate
-
         outcome = evaluate(rule_ids, candidate, self.relaxed)
         if record:
             self.record(decision_from(pass_name or self.pass_name, candidate.producer, candidate.consumer,
@@ -73,7 +72,7 @@ def decision_from(pass_name: str, producer: Node, consumer: Node, outcome) -> De
     """The Decision for one candidate pair from the rules' Outcome: fused, relaxed (fused only
     because the user relaxed a rule that objected), or blocked with the rule's facts.
     (Built with positional fields: hundreds of thousands are made on a large module.)"""
-    graph = consumer.graph or producer.graph
+    graph = consumer.graph if consumer.graph is not None else producer.graph  # (a graph's truth is its size)
     source = _source(producer) or _source(consumer)
     computation = graph.name if graph is not None else None
     relaxed = tuple(outcome.relaxed)

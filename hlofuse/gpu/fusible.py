@@ -3,7 +3,7 @@ producer or as a consumer (gpu_fusible.cc), and which computations its passes fu
 
 from __future__ import annotations
 
-from ..graph import Graph, Node, Program
+from ..graph import Graph, Node, Program, program_cache
 from .config import GpuConfig
 from .heroes import find_non_trivial_hero, graph_cache, is_intermediate
 from .properties import fusion_roots, is_custom_fusion, is_elementwise, is_fusible, is_loop_fusion
@@ -185,7 +185,17 @@ def fusible_computations(program: Program, cfg: GpuConfig) -> list[Graph]:
     """GetFusibleComputations: computations in post order (callees first) without fusion
     bodies and without anything called by an instruction other than while, conditional and
     fusion (reducers, comparators, call bodies, custom-call bodies).  2026 also fuses inside
-    calls that carry the `_xla_stream_annotation` frontend attribute."""
+    calls that carry the `_xla_stream_annotation` frontend attribute.  Remembered until the program
+    changes (every pass run asks, and the answer reads every instruction)."""
+    cache = program_cache(program)
+    key = ("fusible-computations", cfg.token)
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = _fusible_computations(program, cfg)
+    return list(found)
+
+
+def _fusible_computations(program: Program, cfg: GpuConfig) -> list[Graph]:
     everything = program.graph_order()
     order = [g for g in everything if not g.is_fusion_body]
     not_to_fuse: set[str] = set()
