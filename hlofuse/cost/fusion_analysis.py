@@ -299,6 +299,11 @@ def materialise(producer: Node, consumer: Node) -> Node:
     program = Program("scratch")
     outer = _ScratchGraph(program, "scratch")
     body = _ScratchGraph(program, "scratch_body")
+    owner = consumer.graph.program if consumer.graph is not None else None
+    if owner is not None:
+        # taken apart when the program being replayed is disposed; alone, every scratch pair
+        # would be a cycle left for the collector (priority fusion makes one per candidate)
+        owner.made_graphs += (outer, body)
     params: dict[int, Node] = {}
     outside_operands: list[Node] = []
 

@@ -214,29 +214,30 @@ def node_bits(element_type: str) -> int:
 def fusion_wrapper_pass(program: "Program", ctx: "Context") -> bool:
     """Wrap each remaining instruction the emitters handle in a one-instruction kLoop fusion,
     visiting the entry in post order and descending into loops, branches and calls."""
-    changed = False
+    if program.entry is None:
+        return False
+    wrapped = [False]
+    for node in program.entry.post_order():
+        _wrap_or_descend(program, node, wrapped)
+    return wrapped[0]
 
-    def handle(node: "Node") -> None:
-        nonlocal changed
-        if node.opcode in ("conditional", "while", "call", "async-start"):
-            called = list(node.called)
-            if node.opcode == "while":  # XLA lists the body before the condition
-                called.sort(key=lambda name: 0 if name == node.attr("body") else 1)
-            for name in called:
-                inner = program.graphs.get(name.lstrip("%"))
-                if inner is not None:
-                    for sub in inner.post_order():
-                        handle(sub)
-            return
-        if node.graph is None or node not in node.graph or not must_wrap(node):
-            return
-        wrap(node)
-        changed = True
 
-    if program.entry is not None:
-        for node in program.entry.post_order():
-            handle(node)
-    return changed
+def _wrap_or_descend(program: "Program", node: "Node", wrapped: list[bool]) -> None:
+    # a module-level helper, not a recursive closure (a reference cycle per call)
+    if node.opcode in ("conditional", "while", "call", "async-start"):
+        called = list(node.called)
+        if node.opcode == "while":  # XLA lists the body before the condition
+            called.sort(key=lambda name: 0 if name == node.attr("body") else 1)
+        for name in called:
+            inner = program.graphs.get(name.lstrip("%"))
+            if inner is not None:
+                for sub in inner.post_order():
+                    _wrap_or_descend(program, sub, wrapped)
+        return
+    if node.graph is None or node not in node.graph or not must_wrap(node):
+        return
+    wrap(node)
+    wrapped[0] = True
 
 
 def wrap(node: "Node") -> "Node":
@@ -454,7 +455,9 @@ def _flattened(program: "Program"):
         for node in graph.post_order():
             if node.opcode == "fusion" and node.fusion_kind != "kCustom" and node.fused is not None:
                 inline_fusion(node)
-    return copy.to_module()
+    flat = copy.to_module()
+    copy.dispose()
+    return flat
 
 
 def _explain_description() -> str:
