@@ -584,15 +584,19 @@ class Program:
         def callees(g: Graph) -> list[Graph]:
             # Remembered per version: passes ask for the order often, most graphs unchanged.
             cached = cache.get(g.name)
-            if cached is not None and cached[0] is g and cached[1] == g.version:
+            if cached is not None and cached[0] is g and cached[1] == g._version:
                 names = cached[2]
             else:
                 names = []
+                graphs = self.graphs
                 for node in g.post_order():
                     if node.fused is not None:
                         names.append(node.fused.name)
-                    names.extend(c for c in node.called if c in self.graphs)
-                cache[g.name] = (g, g.version, names)
+                    if node.called:  # (most instructions call nothing)
+                        names.extend(c for c in node.called if c in graphs)
+                cache[g.name] = (g, g._version, names)
+            if not names:
+                return []
             return [self.graphs[n] for n in names if n in self.graphs]
 
         for start in list(self.graphs.values()):

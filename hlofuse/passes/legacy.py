@@ -52,7 +52,7 @@ class FixedPointGroup:
 
     def _entry(self, index: int):
         def run(program: Program, ctx: Context) -> bool:
-            state = ctx.cache.setdefault(self.key, {"changed": False, "any": False})
+            state = ctx.cache.setdefault(self.key, {"changed": False, "any": False, "first": len(ctx.decisions)})
             changed = self._run_stage(index, program, ctx)
             state["changed"] |= changed
             state["any"] |= changed
@@ -67,7 +67,7 @@ class FixedPointGroup:
                         state["changed"] |= step
                         state["any"] |= step
                     ctx.cache[self.key + "-iterations"] = iteration
-                keep_last_decisions(ctx)
+                keep_last_decisions(ctx, state["first"])
             return changed
 
         return run
@@ -94,11 +94,12 @@ def program_state(program: Program) -> int:
     return program.edits
 
 
-def keep_last_decisions(ctx: Context) -> None:
-    """A pair reconsidered in a later iteration keeps only its last Decision (one per pair)."""
+def keep_last_decisions(ctx: Context, first: int = 0) -> None:
+    """A pair reconsidered in a later iteration keeps only its last Decision (one per pair).
+    Only decisions from `first` on are looked at (the group's own: groups share no pass)."""
     seen: set[tuple] = set()
     kept: list = []
-    for d in reversed(ctx.decisions):  # the last of each pair is the first met backwards
+    for d in reversed(ctx.decisions[first:]):  # the last of each pair is the first met backwards
         if d is not None:
             key = (d.pass_name, d.computation, d.producer, d.consumer)
             if key in seen:
@@ -106,7 +107,7 @@ def keep_last_decisions(ctx: Context) -> None:
             seen.add(key)
         kept.append(d)
     kept.reverse()
-    ctx.decisions[:] = kept
+    ctx.decisions[first:] = kept
 
 
 FUSION = FixedPointGroup("legacy-fusion-pipeline", [
