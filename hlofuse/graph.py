@@ -119,7 +119,7 @@ class Node:
 
     def set_attr(self, key: str, value: str) -> None:
         if self.graph is not None:
-            self.graph.version += 1  # a new kind or control edge changes what analyses see
+            self.graph.bump()  # a new kind or control edge changes what analyses see
         for i, (k, _) in enumerate(self.attrs):
             if k == key:
                 self.attrs[i] = (key, value)
@@ -216,6 +216,13 @@ class Graph:
         if self.program is not None:
             self.program.edits += 1
 
+    def bump(self) -> None:
+        """A new version (what `version += 1` does, in one call: this is on every edit)."""
+        self._version += 1
+        program = self.program
+        if program is not None:
+            program.edits += 1
+
     # -- access ---------------------------------------------------------------------------
     def nodes(self) -> list[Node]:
         return list(self._nodes.values())
@@ -246,7 +253,7 @@ class Graph:
     @root.setter
     def root(self, node: Node | None) -> None:
         self._root = node
-        self.version += 1
+        self.bump()
 
     # -- editing --------------------------------------------------------------------------
     def add(self, node: Node, *, unique_name: bool = True) -> Node:
@@ -255,7 +262,7 @@ class Graph:
         else:
             self.program.instruction_names.reserve(node.name)
         node.graph = self
-        self.version += 1
+        self.bump()
         node.uid = self.program.next_uid()
         self._nodes[node.uid] = node
         self._by_name[node.name] = node
@@ -270,7 +277,7 @@ class Graph:
     def remove(self, node: Node) -> None:
         """Delete a node that has no users left; it stops being a user of its operands."""
         assert not node.users, f"{node.name} still has users"
-        self.version += 1
+        self.bump()
         for op in node.operands:
             _remove_user(op, node)
         node.operands = []
@@ -390,7 +397,7 @@ def _parameter_number(node: Node) -> int:
 def _touch(node: Node) -> None:
     node.edits += 1
     if node.graph is not None:
-        node.graph.version += 1
+        node.graph.bump()
 
 
 def _add_user(operand: Node, user: Node) -> None:

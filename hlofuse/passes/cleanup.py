@@ -190,6 +190,6 @@ def _split(graph: Graph, concat: Node) -> None:
         op.users = [u for u in op.users if u is not concat]
         op.edits += 1
     concat.operands = []
-    graph.version += 1
+    graph.bump()
     for op in operands:
         add_operand(concat, op)
