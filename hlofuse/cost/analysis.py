@@ -61,6 +61,30 @@ def shape_size(shape) -> int:
     return byte_size(shape, 8)
 
 
+#: id(shape) → (byte size, elements, elements_recursive, the shape).  Exact: a Shape is frozen,
+#: so its facts never change, and the entry holds the shape itself, so its id cannot be reused
+#: by another object while the entry exists.  Looking up an id avoids hashing the shape (a
+#: dataclass hash over dims and layout), which the analysis would otherwise do for every
+#: operand of every fused instruction.
+_SHAPE_FACTS: dict[int, tuple] = {}
+_MAX_SHAPE_FACTS = 1 << 18
+
+
+def _shape_facts(shape) -> tuple:
+    """(shape_size, elements, elements_recursive, shape) of `shape`, remembered by identity."""
+    found = _SHAPE_FACTS.get(id(shape))
+    if found is None:
+        if len(_SHAPE_FACTS) >= _MAX_SHAPE_FACTS:
+            _SHAPE_FACTS.clear()
+        found = _SHAPE_FACTS[id(shape)] = (shape_size(shape), elements(shape), elements_recursive(shape), shape)
+    return found
+
+
+#: Below this, every integer is a float32 value (2**24): sums and products of such integers
+#: that stay below it need no float32 rounding.
+_F32_EXACT_INT = 16777216
+
+
 def concat_is_penalised(node: Node) -> bool:
     """GpuHloCostAnalysis::HandleConcatenate's special case: a concatenate along a dimension
     other than the first whose first operand's size there is not a multiple of 32 (warps
@@ -199,17 +223,16 @@ class GpuHloCostAnalysis:
 
     def _instruction(self, node: Node) -> Properties:
         """HloCostAnalysis::Preprocess, then the opcode's handler."""
-        p = Properties(
-            flops=0.0,
-            output_bytes=float(shape_size(node.shape)),
-            operand_bytes=[float(shape_size(op.shape)) for op in node.operands],
-            operand_utilization=[1.0] * len(node.operands),
-            ir_size=1.0,
-        )
+        facts = _SHAPE_FACTS.get
+        shape = node.shape
+        own = facts(id(shape)) or _shape_facts(shape)
+        operands = node.operands
+        p = Properties(0.0, float(own[0]),
+                       [float((facts(id(o.shape)) or _shape_facts(o.shape))[0]) for o in operands],
+                       [1.0] * len(operands), 1.0)
         op = node.opcode
         if op in _FLOP_ELEMENTWISE:
-            p.flops = f32(self.profile.flops_per_element(op, node.shape.element_type)
-                          * elements_recursive(node.shape))
+            p.flops = f32(self.profile.flops_per_element(op, shape.element_type) * own[2])
         elif op in ("parameter", "constant"):
             p.output_bytes = 0.0
         elif op == "get-tuple-element":
@@ -220,15 +243,9 @@ class GpuHloCostAnalysis:
             p.operand_bytes = [0.0] * len(node.operands)
         elif op == "tuple":
             p.operand_bytes = [0.0] * len(node.operands)
-        elif op == "broadcast":
-            p.operand_bytes[0] = float(shape_size(node.shape))
-            p.operand_utilization[0] = f32(elements(node.shape) / max(elements(node.operands[0].shape), 1))
-        elif op in ("slice", "gather"):
-            p.operand_bytes[0] = float(shape_size(node.shape))
-            p.operand_utilization[0] = f32(elements(node.shape) / max(elements(node.operands[0].shape), 1))
-        elif op == "dynamic-slice":
-            p.operand_bytes[0] = float(shape_size(node.shape))
-            p.operand_utilization[0] = f32(elements(node.shape) / max(elements(node.operands[0].shape), 1))
+        elif op in ("broadcast", "slice", "gather", "dynamic-slice"):
+            p.operand_bytes[0] = float(own[0])
+            p.operand_utilization[0] = f32(own[1] / max(_shape_facts(operands[0].shape)[1], 1))
         elif op == "dynamic-update-slice":
             update = node.operands[1].shape
             out_elems = elements(node.shape)
@@ -336,9 +353,9 @@ class GpuHloCostAnalysis:
                 if inner.opcode in ("gather", "scatter"):
                     p = self._instruction(inner)
                     return _as_fusion_props(p, fusion)
-        inner_props: dict[int, Properties] = {}
-        for inner in body.nodes():
-            inner_props[inner.uid] = self._instruction(inner)
+        nodes = body.nodes()
+        instruction = self._instruction
+        inner_props: dict[int, Properties] = {inner.uid: instruction(inner) for inner in nodes}
         props = Properties(operand_bytes=[0.0] * len(fusion.operands),
                            operand_utilization=[0.0] * len(fusion.operands))
         root = body.root
@@ -357,55 +374,93 @@ class GpuHloCostAnalysis:
         props.output_bytes = f32(out_total)
         info = self._propagate(body, inner_props)
         self._fusions[fusion.uid] = info
+        # Σ utilisation × flops and Σ IR size in float32, term by term as XLA adds them.  A zero
+        # term leaves a float32 sum unchanged (it never becomes -0.0: it starts at +0.0), and
+        # IR sizes are whole numbers: while their exact sum stays below 2**24 every float32
+        # partial sum is exact, so only larger sums are added the slow way.
         flops = 0.0
         ir = 0.0
-        for inner in body.nodes():
+        for inner in nodes:
             ip = inner_props[inner.uid]
-            flops = f32(flops + f32(ip.utilization * ip.flops))
-            ir = f32(ir + ip.ir_size)
+            term = ip.utilization * ip.flops
+            if term != 0.0:  # NaN included
+                flops = f32(flops + f32(term))
+            ir += ip.ir_size
+        if ir > _F32_EXACT_INT:
+            ir = 0.0
+            for inner in nodes:
+                ir = f32(ir + inner_props[inner.uid].ir_size)
         props.flops = flops
         props.ir_size = ir
+        facts = _SHAPE_FACTS.get
         for i, param in enumerate(body.parameters):
             pp = inner_props[param.uid]
-            props.operand_utilization[i] = pp.utilization
-            props.operand_bytes[i] = float(_llround(f32(shape_size(param.shape) * pp.utilization)))
+            util = pp.utilization
+            props.operand_utilization[i] = util
+            size = (facts(id(param.shape)) or _shape_facts(param.shape))[0]
+            if util == 1.0 and size <= _F32_EXACT_INT:
+                props.operand_bytes[i] = float(size)
+            else:
+                props.operand_bytes[i] = float(_llround(f32(size * util)))
         return props
 
     def _propagate(self, body, inner_props: dict[int, Properties]) -> FusionInfo:
-        """GpuHloCostAnalysis::FusionCalculateUtilizations."""
-        order = list(reversed(body.post_order()))
+        """GpuHloCostAnalysis::FusionCalculateUtilizations.
+
+        Values are float32, each operation rounded as XLA rounds it.  Where the rounding cannot
+        change a value it is skipped: every stored utilisation is already a float32 value, so
+        adding it to zero, multiplying it by 1, or rounding 1 element-wise over fewer than 2**24
+        elements gives it back exactly."""
+        order = body.post_order()
+        order.reverse()
         roots: dict[int, dict[int, None]] = {n.uid: {} for n in order}
         root_util: dict[int, float] = {n.uid: 0.0 for n in order}
-        root_ir: dict[int, float] = {}
+        root_ir: dict[int, int] = {}
         root = body.root
         root_util[root.uid] = 1.0
         root_ir[root.uid] = 1
         roots[root.uid][root.uid] = None
+        facts = _SHAPE_FACTS.get
         for node in order:
-            ip = inner_props[node.uid]
+            uid = node.uid
+            ip = inner_props[uid]
+            mine = roots[uid]
             util = 0.0
             times = 0
-            for r in roots[node.uid]:
-                util = f32(util + root_util.get(r, 0.0))
+            first = True
+            for r in mine:
+                if first:  # f32(0.0 + u) is u (+0.0 for -0.0, as 0.0 + u gives)
+                    util = 0.0 + root_util.get(r, 0.0)
+                    first = False
+                else:
+                    util = f32(util + root_util.get(r, 0.0))
                 times += root_ir.get(r, 0)
             ip.utilization = util
             ip.ir_size = float(times)
+            op = node.opcode
             passes_through = (
                 is_elementwise(node)
-                or (node.opcode == "bitcast" and equal_ignoring_element_type(node.operands[0].shape, node.shape))
-                or node.opcode in ("tuple", "get-tuple-element")
+                or (op == "bitcast" and equal_ignoring_element_type(node.operands[0].shape, node.shape))
+                or op in ("tuple", "get-tuple-element")
             )
+            if passes_through:
+                for operand in node.operands:
+                    roots[operand.uid].update(mine)  # the same keys, added in the same order
+                continue
+            utilization = ip.operand_utilization
             for i, operand in enumerate(node.operands):
-                if passes_through:
-                    for r in roots[node.uid]:
-                        roots[operand.uid][r] = None
-                    continue
-                roots[operand.uid][operand.uid] = None
-                used = f32(util * ip.operand_utilization[i])
-                count = elements_recursive(operand.shape)
-                used = f32(math.ceil(f32(used * count)) / count) if count else 0.0
-                root_util[operand.uid] = f32(root_util.get(operand.uid, 0.0) + used)
-                root_ir[operand.uid] = int(root_ir.get(operand.uid, 0) + times)
+                ouid = operand.uid
+                roots[ouid][ouid] = None
+                factor = utilization[i]
+                used = util if factor == 1.0 else f32(util * factor)
+                count = (facts(id(operand.shape)) or _shape_facts(operand.shape))[2]
+                if not count or used == 0.0:
+                    used = 0.0
+                elif used != 1.0 or count > _F32_EXACT_INT:
+                    used = f32(math.ceil(f32(used * count)) / count)
+                before = root_util.get(ouid, 0.0)
+                root_util[ouid] = before + used if before == 0.0 else f32(before + used)
+                root_ir[ouid] = root_ir.get(ouid, 0) + times
         return FusionInfo(inner_props, roots, root_util)
 
 

@@ -99,9 +99,13 @@ class LegacyCostAnalysis(GpuHloCostAnalysis):
     def properties(self, node: Node):
         """A fusion's properties are recomputed when its body changed since they were cached,
         so one analysis can serve every pass of a replay."""
-        if node.fused is not None and self._versions.get(node.uid) != node.fused.version:
+        fused = node.fused
+        if fused is not None and self._versions.get(node.uid) != fused.version:
             self.revisit(node)
-            self._versions[node.uid] = node.fused.version
+            self._versions[node.uid] = fused.version
+        cached = self._props.get(node.uid)
+        if cached is not None:
+            return cached[1]
         return super().properties(node)
 
     def _analyse_fusion(self, fusion: Node):
@@ -150,6 +154,17 @@ class LegacyPerformanceModel:
         self._previews: dict[tuple, FusionShape] = {}
         self._run_times: dict[tuple, _RunTimeData] = {}
         self._shapes: dict[tuple, FusionShape] = {}
+        self._launches: dict[tuple, LaunchDimensions] = {}
+        # Device constants of the bandwidth formulas (the device is frozen), computed as
+        # read_time computes them: float32 products in the same order.
+        device = self.device
+        self._bandwidth = f32(float(device.memory_bandwidth))
+        self._bandwidth_l2 = f32(self._bandwidth * L2_CACHE_SPEEDUP)
+        self._bandwidth_l1 = f32(self._bandwidth_l2 * L1_CACHE_SPEEDUP)
+        self._l1 = self._l1_bytes
+        self._per_block = f32(f32(device.clock_rate_ghz * 1.0e9) * 32)  # memory_transactions_per_clock
+        #: blocks → f32(blocks × per-block bandwidth), the cap of _adjust (few distinct values).
+        self._block_caps: dict[int, float] = {}
 
     # -- device ---------------------------------------------------------------------------
     @property
@@ -157,15 +172,19 @@ class LegacyPerformanceModel:
         return 2048 * self.device.core_count  # l1_cache_size_per_SM() is 2 KiB on CUDA devices
 
     def _adjust(self, bandwidth: float, blocks: int) -> float:
-        per_block = f32(f32(self.device.clock_rate_ghz * 1.0e9) * 32)  # memory_transactions_per_clock
-        return min(bandwidth, f32(blocks * per_block))
+        cap = self._block_caps.get(blocks)
+        if cap is None:
+            if len(self._block_caps) > 4096:
+                self._block_caps.clear()
+            cap = self._block_caps[blocks] = f32(blocks * self._per_block)
+        return min(bandwidth, cap)
 
     def read_time(self, blocks: int, net: int, total: int) -> int:
-        bandwidth = f32(float(self.device.memory_bandwidth))
+        bandwidth = self._bandwidth
         if net < self.device.l2_cache_size:
-            bandwidth = f32(bandwidth * L2_CACHE_SPEEDUP)
-            if net < self._l1_bytes:
-                bandwidth = f32(bandwidth * L1_CACHE_SPEEDUP)
+            bandwidth = self._bandwidth_l2
+            if net < self._l1:
+                bandwidth = self._bandwidth_l1
         bandwidth = self._adjust(bandwidth, blocks)
         return from_seconds(f32(total / bandwidth))
 
@@ -174,11 +193,11 @@ class LegacyPerformanceModel:
         re-reads from cache when the data fits."""
         rate = 1.0 if coalesced else (4 if element_type in ("tuple", "token") else byte_width(element_type)) / 64
         dram = f32(self.device.memory_bandwidth * rate)
-        rest = f32(float(self.device.memory_bandwidth))
+        rest = self._bandwidth
         if net < self.device.l2_cache_size:
-            rest = f32(rest * L2_CACHE_SPEEDUP)
-            if net < self._l1_bytes:
-                rest = f32(rest * L1_CACHE_SPEEDUP)
+            rest = self._bandwidth_l2
+            if net < self._l1:
+                rest = self._bandwidth_l1
         else:
             rest = f32(rest * rate)
         dram = self._adjust(dram, blocks)
@@ -223,12 +242,23 @@ class LegacyPerformanceModel:
             found = self._shapes[key] = analyse(node, self.cfg)
         return found
 
+    def launch_of(self, node: Node) -> LaunchDimensions:
+        """launch_dimensions(shape_of(node)), remembered under shape_of's key: the launch grid
+        is computed from that analysis alone, so it is stale exactly when the analysis is."""
+        key = (node.uid, _body_version(node), len(node.operands))
+        found = self._launches.get(key)
+        if found is None:
+            if len(self._launches) > 65536:
+                self._launches.clear()
+            found = self._launches[key] = self.launch_dimensions(self.shape_of(node))
+        return found
+
     def _run_time(self, node: Node) -> _RunTimeData:
         a = self.analysis
         flops = a.flop_count(node)
         written = a.output_bytes_accessed(node)
         shape = self.shape_of(node)
-        launch = self.launch_dimensions(shape)
+        launch = self.launch_of(node)
         compute = self.compute_time(flops, launch.blocks, launch.threads)
         coalesced = self.read_coalesced(emitter_kind(shape, self.cfg), node, None)
         read = 0
@@ -281,9 +311,11 @@ class LegacyPerformanceModel:
         a = self.analysis
         used = self.operand_utilization(consumer, producer) if consumer is not None else 1.0
         total_time = 0
+        props = a.properties(producer)  # operand_bytes_accessed / operand_utilization, read once
+        all_bytes, all_utilization = props.operand_bytes, props.operand_utilization
         for i in range(len(producer.operands)):
-            accessed = a.operand_bytes_accessed(producer, i)
-            utilization = a.operand_utilization(producer, i)
+            accessed = int(all_bytes[i]) if i < len(all_bytes) else 0
+            utilization = all_utilization[i] if i < len(all_utilization) else 0.0
             net = _llround(accessed / max(utilization, 1.0))
             common = self.common_utilization(producer, i, consumer)
             total = int(f32(accessed * f32(used - common)))
@@ -298,7 +330,7 @@ class LegacyPerformanceModel:
         unfused = KERNEL_LAUNCH_OVERHEAD * (len(consumers) + 1) + producer_data.exec_time
         for consumer in consumers:
             used = self.operand_utilization(consumer, producer)
-            launch = self.launch_dimensions(self.shape_of(consumer))
+            launch = self.launch_of(consumer)
             total = _llround(producer_data.bytes_written * used)
             net = min(producer_data.bytes_written, total)
             unfused += self.read_time(launch.blocks, net, total)

@@ -70,9 +70,11 @@ def _state(node: Node) -> tuple:
 def should_merge(producer: Node, users: list[Node], ctx: Context, model) -> tuple[Outcome, Node | None]:
     """FusionInstructionMerger::ShouldFuse: the stages in XLA's order, first refusal wins."""
     relaxed: list[str] = []
+    extra = {"users": users, "model": model}
+    candidates = [Candidate(producer, user, ctx, dict(extra)) for user in users]  # one per pair, for every stage
     for rule_ids, per_user in stages():
-        for user in (users if per_user else users[:1]):
-            cand = Candidate(producer, user, ctx, {"users": users, "model": model})
+        for cand in (candidates if per_user else candidates[:1]):
+            user = cand.consumer
             outcome = evaluate(rule_ids, cand, ctx.relaxed)
             relaxed.extend(r for r in outcome.relaxed if r not in relaxed)
             if not outcome.allowed:
