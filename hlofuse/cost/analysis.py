@@ -40,7 +40,7 @@ from functools import lru_cache
 from .. import attributes
 from ..graph import Node
 from ..gpu.properties import ELEMENTWISE_OPCODES, is_elementwise
-from ..gpu.shapes import byte_size, elements, elements_recursive, equal_ignoring_element_type
+from ..gpu.shapes import byte_size, elements, elements_recursive, equal_ignoring_element_type, transpose_is_bitcast
 from .durations import f32
 from .profiles import OpProfile
 
@@ -478,8 +478,6 @@ def _as_fusion_props(p: Properties, fusion: Node) -> Properties:
 
 def _transpose_is_effective_bitcast(node: Node) -> bool:
     """HloInstruction::IsEffectiveBitcast for a transpose: it keeps every element in place."""
-    from ..gpu.shapes import transpose_is_bitcast
-
     return transpose_is_bitcast(node.operands[0].shape, node.shape, attributes.dimensions(node))
 
 

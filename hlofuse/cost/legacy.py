@@ -154,7 +154,7 @@ class LegacyPerformanceModel:
         self._previews: dict[tuple, FusionShape] = {}
         self._run_times: dict[tuple, _RunTimeData] = {}
         self._shapes: dict[tuple, FusionShape] = {}
-        self._launches: dict[tuple, LaunchDimensions] = {}
+        self._launches: dict[tuple, tuple[str, LaunchDimensions]] = {}
         # Device constants of the bandwidth formulas (the device is frozen), computed as
         # read_time computes them: float32 products in the same order.
         device = self.device
@@ -245,22 +245,27 @@ class LegacyPerformanceModel:
     def launch_of(self, node: Node) -> LaunchDimensions:
         """launch_dimensions(shape_of(node)), remembered under shape_of's key: the launch grid
         is computed from that analysis alone, so it is stale exactly when the analysis is."""
+        return self._kind_and_launch(node)[1]
+
+    def _kind_and_launch(self, node: Node) -> tuple[str, LaunchDimensions]:
+        """(emitter_kind, launch_dimensions) of shape_of(node), remembered under its key."""
         key = (node.uid, _body_version(node), len(node.operands))
         found = self._launches.get(key)
         if found is None:
             if len(self._launches) > 65536:
                 self._launches.clear()
-            found = self._launches[key] = self.launch_dimensions(self.shape_of(node))
+            shape = self.shape_of(node)
+            kind = emitter_kind(shape, self.cfg)
+            found = self._launches[key] = (kind, self._launch_for(shape, kind))
         return found
 
     def _run_time(self, node: Node) -> _RunTimeData:
         a = self.analysis
         flops = a.flop_count(node)
         written = a.output_bytes_accessed(node)
-        shape = self.shape_of(node)
-        launch = self.launch_of(node)
+        kind, launch = self._kind_and_launch(node)
         compute = self.compute_time(flops, launch.blocks, launch.threads)
-        coalesced = self.read_coalesced(emitter_kind(shape, self.cfg), node, None)
+        coalesced = self.read_coalesced(kind, node, None)
         read = 0
         for operand in node.operands:
             total = a.operand_bytes_accessed(node, node.operand_index(operand))
@@ -383,7 +388,10 @@ class LegacyPerformanceModel:
     # -- launch dimensions ----------------------------------------------------------------
     def launch_dimensions(self, shape: FusionShape) -> LaunchDimensions:
         """EstimateFusionLaunchDimensions with the MLIR emitters (level 4)."""
-        kind = emitter_kind(shape, self.cfg)
+        return self._launch_for(shape, emitter_kind(shape, self.cfg))
+
+    def _launch_for(self, shape: FusionShape, kind: str) -> LaunchDimensions:
+        """launch_dimensions, given the shape's emitter kind."""
         if kind == REDUCTION:
             return self._reduction_launch(shape)
         if kind == TRANSPOSE:
@@ -549,26 +557,28 @@ class LegacyPerformanceModel:
         if found is None:
             if len(self._previews) > 4096:
                 self._previews.clear()
-            found = _merged_shape(producer, consumer, self.cfg)
+            found = _merged_shape(producer, consumer, self.cfg, self.shape_of)
             if found is None:
                 found = analyse(preview_fusion(producer, consumer, self.cfg), self.cfg)
             self._previews[key] = found
         return found
 
 
-def _merged_shape(producer: Node, consumer: Node, cfg: GpuConfig) -> FusionShape | None:
+def _merged_shape(producer: Node, consumer: Node, cfg: GpuConfig, shape_of=None) -> FusionShape | None:
     """The fused pair's analysis without building it (heroes through XLA's producer-consumer
-    adaptor, gpu.heroes.merged_heroes).  None when the pair must be built."""
+    adaptor, gpu.heroes.merged_heroes).  None when the pair must be built.  `shape_of`, when
+    given, answers `analyse(consumer, cfg)` (a model's remembered analyses)."""
     from ..gpu.heroes import merged_heroes
 
     pairs = merged_heroes(producer, consumer, cfg)
     if pairs is None:
         return None
     inputs = [op for op in consumer.operands if op is not producer]
-    inputs += [op for op in producer.operands if not any(op is i for i in inputs)]
+    consumer_inputs = {id(op) for op in inputs}  # the producer's operands the consumer lacks, in order
+    inputs += [op for op in producer.operands if id(op) not in consumer_inputs]
     members = (tuple(consumer.fused.nodes()) if consumer.fused is not None else (consumer,)) + (
         tuple(producer.fused.nodes()) if producer.fused is not None else (producer,))
-    kind = str(analyse(consumer, cfg).backend_kind)
+    kind = str((shape_of(consumer) if shape_of is not None else analyse(consumer, cfg)).backend_kind)
     return FusionShape(tuple(r for r, _ in pairs), tuple(h for _, h in pairs), tuple(inputs), kind, members)
 
 

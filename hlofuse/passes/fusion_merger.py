@@ -33,6 +33,7 @@ def run(program, ctx: Context) -> bool:
 def merge_computation(graph: Graph, ctx: Context) -> bool:
     cfg = gpu_config(ctx)
     model: LegacyPerformanceModel | None = None
+    plan = stages()  # the rule lists, built once per computation rather than per producer
     changed = False
     for producer in graph.post_order():
         if producer.opcode != "fusion" or producer not in graph or not producer.users:
@@ -40,7 +41,7 @@ def merge_computation(graph: Graph, ctx: Context) -> bool:
         if model is None:
             model = shared_model(ctx, cfg)
         users = list(producer.users)
-        outcome = _verdict(producer, users, ctx, model)
+        outcome = _verdict(producer, users, ctx, model, plan)
         for user in users:
             ctx.record(decision_from(ctx.pass_name, producer, user, outcome))
         if outcome.allowed:
@@ -49,13 +50,13 @@ def merge_computation(graph: Graph, ctx: Context) -> bool:
     return changed
 
 
-def _verdict(producer: Node, users: list[Node], ctx: Context, model) -> Outcome:
+def _verdict(producer: Node, users: list[Node], ctx: Context, model, plan: tuple | None = None) -> Outcome:
     verdicts = ctx.cache.setdefault("fusion-merger-verdicts", {})
     state = tuple(_state(n) for n in [producer] + users)
     known = verdicts.get(producer.uid)
     if known is not None and known[0] == state:
         return known[1]
-    outcome, _ = should_merge(producer, users, ctx, model)
+    outcome, _ = should_merge(producer, users, ctx, model, plan)
     verdicts[producer.uid] = (state, outcome)
     return outcome
 
@@ -67,13 +68,18 @@ def _state(node: Node) -> tuple:
     return (node.uid, node.edits, body, body.version if body is not None else None, node.fusion_kind)
 
 
-def should_merge(producer: Node, users: list[Node], ctx: Context, model) -> tuple[Outcome, Node | None]:
-    """FusionInstructionMerger::ShouldFuse: the stages in XLA's order, first refusal wins."""
+def should_merge(producer: Node, users: list[Node], ctx: Context, model,
+                 plan: tuple | None = None) -> tuple[Outcome, Node | None]:
+    """FusionInstructionMerger::ShouldFuse: the stages in XLA's order (`plan`, default
+    `stages()`), first refusal wins.  One Candidate per (producer, user) pair serves every
+    stage, so what its rules memoise about the pair is computed once."""
     relaxed: list[str] = []
-    extra = {"users": users, "model": model}
-    candidates = [Candidate(producer, user, ctx, dict(extra)) for user in users]  # one per pair, for every stage
-    for rule_ids, per_user in stages():
-        for cand in (candidates if per_user else candidates[:1]):
+    candidates: list[Candidate] = []
+    for rule_ids, per_user in plan or stages():
+        for k in range(len(users) if per_user else 1):
+            if k == len(candidates):  # users are asked in order: made when first asked
+                candidates.append(Candidate(producer, users[k], ctx, {"users": users, "model": model}))
+            cand = candidates[k]
             user = cand.consumer
             outcome = evaluate(rule_ids, cand, ctx.relaxed)
             relaxed.extend(r for r in outcome.relaxed if r not in relaxed)
