@@ -428,13 +428,14 @@ class GpuHloCostAnalysis:
             util = 0.0
             times = 0
             first = True
-            for r in mine:
+            for r in mine:  # most nodes have one root
                 if first:  # f32(0.0 + u) is u (+0.0 for -0.0, as 0.0 + u gives)
                     util = 0.0 + root_util.get(r, 0.0)
+                    times = root_ir.get(r, 0)
                     first = False
                 else:
                     util = f32(util + root_util.get(r, 0.0))
-                times += root_ir.get(r, 0)
+                    times += root_ir.get(r, 0)
             ip.utilization = util
             ip.ir_size = float(times)
             op = node.opcode

@@ -40,7 +40,7 @@ from ..gpu.properties import is_elementwise, is_multi_output_fusion
 from ..gpu.reductions import reduction_dimensions
 from ..gpu.shapes import bit_width, byte_width, elements, elements_recursive
 from ..gpu.transposes import tiled_transpose, transposes_minor_dimension
-from .analysis import GpuHloCostAnalysis, shape_size
+from .analysis import GpuHloCostAnalysis, _shape_facts, shape_size
 from .durations import f32, from_microseconds, from_nanoseconds, from_seconds
 from .profiles import profile_for
 
@@ -269,7 +269,7 @@ class LegacyPerformanceModel:
         read = 0
         for operand in node.operands:
             total = a.operand_bytes_accessed(node, node.operand_index(operand))
-            net = min(shape_size(operand.shape), total)
+            net = min(_shape_facts(operand.shape)[0], total)
             read += self.read_time_dram(launch.blocks, net, total, operand.shape.element_type, coalesced)
         write = self.write_time(written)
         return _RunTimeData(flops, written, write, self.combine(compute, read + write))
