@@ -15,7 +15,6 @@ fused kernel can always be named by the user's instructions.
 from __future__ import annotations
 
 import bisect
-import functools
 import re
 from typing import Iterable, Iterator
 
@@ -25,9 +24,6 @@ from . import attributes, ir
 # Names (XLA's NameUniquer: separator '.', numeric suffixes)
 # ------------------------------------------------------------------------------------------
 
-_SUFFIX_RE = re.compile(r"^(.*)\.(\d+)$")
-
-
 class NameUniquer:
     """Hands out unique names the way XLA's NameUniquer does: `root` or `root.N` is kept when
     free, otherwise the next unused number of that root is appended."""
@@ -35,13 +31,16 @@ class NameUniquer:
     def __init__(self) -> None:
         self._used: dict[str, set[int]] = {}
         self._next: dict[str, int] = {}
+        #: requested name → (root, suffix) of its sanitized form (a replay asks for the names
+        #: of the instructions it clones again and again: 600k requests at 100k instructions)
+        self._parts: dict[str, tuple[str, int | None]] = {}
 
     @staticmethod
-    @functools.lru_cache(maxsize=65536)
     def _split(name: str) -> tuple[str, int | None]:
-        m = _SUFFIX_RE.match(name)
-        if m:
-            return m.group(1), int(m.group(2))
+        """`root.N` → (root, N); anything else → (name, None)."""
+        root, dot, digits = name.rpartition(".")
+        if dot and digits.isdecimal():
+            return root, int(digits)
         return name, None
 
     def reserve(self, name: str) -> None:
@@ -49,7 +48,10 @@ class NameUniquer:
         self._used.setdefault(root, set()).add(n if n is not None else 0)
 
     def get(self, requested: str) -> str:
-        root, n = _requested_parts(requested)
+        parts = self._parts.get(requested)
+        if parts is None:
+            parts = self._parts[requested] = self._split(_sanitize(requested))
+        root, n = parts
         used = self._used.get(root)
         if used is None:
             used = self._used[root] = set()
@@ -67,15 +69,13 @@ class NameUniquer:
         return f"{root}.{k}"
 
 
-@functools.lru_cache(maxsize=65536)
+_CLEAN_NAME = re.compile(r"[A-Za-z0-9_.\-]+").fullmatch
+
+
 def _sanitize(name: str) -> str:
+    if _CLEAN_NAME(name):  # (almost always: the names of instructions being cloned)
+        return name
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "_"
-
-
-@functools.lru_cache(maxsize=65536)
-def _requested_parts(name: str) -> tuple[str, int | None]:
-    """A requested name, sanitized, split into root and numeric suffix (one cache lookup)."""
-    return NameUniquer._split(_sanitize(name))
 
 
 # ------------------------------------------------------------------------------------------
