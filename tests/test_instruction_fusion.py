@@ -427,3 +427,28 @@ def test_wide_consumer_reachability_sweep_matches_the_search(monkeypatch):
     monkeypatch.setattr(driver, "_WIDE", 10**9)
     searched = sets()
     assert swept == searched and len(swept) > 10
+
+
+@pytest.mark.parametrize("rule_id", ["IF-INPLACE-SHARED-BUFFER", "IF-INPLACE-SLICE-INDEX", "IF-INPLACE-DS-INDEX",
+                                     "IF-INPLACE-UNRECOGNIZED"])
+def test_gpu_in_place_rules_are_asked_only_of_consumers_that_update_in_place(rule_id):
+    """GpuInstructionFusion's rule list leaves the in-place rules out for a consumer with no
+    in-place operand (they cannot object there) and keeps them, in XLA's places, otherwise:
+    an in-place refusal still decides the pair on the GPU."""
+    from hlofuse.passes import gpu_instruction_fusion
+    from hlofuse.rules.gpu_instruction_fusion import should_fuse_rules
+    from hlofuse.rules.instruction_fusion import IN_PLACE_RULES
+
+    text, producer, consumer = IN_PLACE_CASES[rule_id]
+    program = Program.from_module(hlofuse.loads(text))
+    graph = program.entry
+    p, c = graph[producer], graph[consumer]
+    everything = should_fuse_rules(p)
+    assert should_fuse_rules(p, c) == everything  # an in-place consumer: the full list
+    plain = should_fuse_rules(p, graph[p.operands[0].name])  # a parameter updates nothing in place
+    assert not set(IN_PLACE_RULES) & set(plain)
+    assert [r for r in everything if r not in IN_PLACE_RULES] == list(plain)
+    ctx = make_context(Options(backend="gpu", pipeline="legacy"))
+    ctx.pass_name = "fusion"
+    gpu_instruction_fusion.run_once(program, ctx)
+    assert [d.rule for d in ctx.decisions if d.producer == producer and consumer in d.consumer_members] == [rule_id]

@@ -65,15 +65,20 @@ def is_reduce_input_fusion(node: Node, cfg: GpuConfig) -> bool:
         return False
     cache = graph_cache(node.fused)
     key = ("reduce-input-fusion", cfg.token)
-    if key not in cache:
-        cache[key] = any(is_real_reduction_hero(root, find_non_trivial_hero(root, cfg), cfg)
-                         for root in fusion_roots(node.fused))
-    return cache[key]
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = any(is_real_reduction_hero(root, find_non_trivial_hero(root, cfg), cfg)
+                                 for root in fusion_roots(node.fused))
+    return found
 
 
 def is_input_fusible_reduction(node: Node, cfg: GpuConfig) -> bool:
-    """IsInputFusibleReduction: a reduce fusion, or a contiguous (unnested) reduce."""
-    return is_reduce_input_fusion(node, cfg) or is_contiguous_reduction(node, cfg)
+    """IsInputFusibleReduction: a reduce fusion, or a contiguous (unnested) reduce.  (Asked
+    for most candidate pairs: only the question that can be true for the opcode is asked.)"""
+    op = node.opcode
+    if op == "fusion":
+        return is_reduce_input_fusion(node, cfg)
+    return op == "reduce" and is_contiguous_reduction(node, cfg)
 
 
 def is_input_fusible_scatter(node: Node) -> bool:

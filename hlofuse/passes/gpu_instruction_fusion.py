@@ -43,7 +43,7 @@ class GpuFusionPolicy(FusionPolicy):
         run.indexing_evaluations.clear()  # fusion_node_evaluations_.clear() at every Run
 
     def should_fuse(self, run, consumer, operand_index: int):
-        return run.evaluate(should_fuse_rules(consumer.operands[operand_index]), consumer, operand_index)
+        return run.evaluate(should_fuse_rules(consumer.operands[operand_index], consumer), consumer, operand_index)
 
     def is_expensive(self, node) -> bool:
         return is_expensive_gpu(node)

@@ -352,10 +352,16 @@ def _in_place_rules() -> tuple[str, ...]:
 
 #: IsProducerConsumerFusible, in XLA's order (ShouldFuseInPlaceOp last).
 def producer_consumer_rules() -> tuple[str, ...]:
-    return ("GF-PRODUCER-NOT-LOOP-FUSIBLE", "GF-REDUCTION-EPILOGUE-DISABLED", "GF-REDUCTION-NOT-RACE-FREE",
+    if not _PRODUCER_CONSUMER:  # built at first use: the in-place rules' module imports this one
+        _PRODUCER_CONSUMER.append((
+            "GF-PRODUCER-NOT-LOOP-FUSIBLE", "GF-REDUCTION-EPILOGUE-DISABLED", "GF-REDUCTION-NOT-RACE-FREE",
             "GF-REDUCTION-EPILOGUE-NOT-ELEMENTWISE", "GF-REDUCTION-MULTIPLE-USERS", "GF-SCATTER-PRODUCER",
             "GF-SCATTER-IN-PLACE-OPERAND", "GF-SCATTER-SHARED-OPERAND", "GF-CONSUMER-NOT-FUSIBLE",
-            "GF-PRODUCER-MULTI-OUTPUT", "GF-NON-SCALAR-CONSTANT") + _in_place_rules()
+            "GF-PRODUCER-MULTI-OUTPUT", "GF-NON-SCALAR-CONSTANT") + _in_place_rules())
+    return _PRODUCER_CONSUMER[0]
+
+
+_PRODUCER_CONSUMER: list[tuple[str, ...]] = []
 
 
 # ------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..gpu.heavy import creates_heavy_computation
 from ..gpu.properties import is_custom_fusion, is_expensive_gpu
 from ..gpu.transposes import is_physically_transposing
 from . import XLA_COMMITS, Candidate, XlaRef, objection, rule
-from .instruction_facts import is_always_duplicable
+from .instruction_facts import in_place_pairs, is_always_duplicable
 
 _FILE = "xla/service/gpu/transforms/instruction_fusion.cc"
 _P = XLA_COMMITS["legacy"]
@@ -273,21 +273,24 @@ def code_duplication(c: Candidate):
     return None
 
 
-def should_fuse_rules(producer) -> tuple[str, ...]:
+def should_fuse_rules(producer, consumer=None) -> tuple[str, ...]:
     """GpuInstructionFusion::ShouldFuse, in XLA's order, for this producer (a concatenate's
-    duplication refusals are reported by the concatenate rules)."""
+    duplication refusals are reported by the concatenate rules).  Given a consumer that updates
+    no operand in place, the in-place rules are left out: they cannot object (and are asked for
+    nearly every pair)."""
     concat = producer.opcode == "concatenate" and not is_always_duplicable(producer)
-    found = _SHOULD_FUSE.get(concat)
+    in_place = consumer is None or bool(in_place_pairs(consumer))
+    found = _SHOULD_FUSE.get((concat, in_place))
     if found is None:
-        found = _SHOULD_FUSE[concat] = _should_fuse_rules(concat)
+        found = _SHOULD_FUSE[(concat, in_place)] = _should_fuse_rules(concat, in_place)
     return found
 
 
-#: The two rule lists of should_fuse_rules (asked for every candidate pair; built once).
-_SHOULD_FUSE: dict[bool, tuple[str, ...]] = {}
+#: The rule lists of should_fuse_rules (asked for every candidate pair; built once).
+_SHOULD_FUSE: dict[tuple[bool, bool], tuple[str, ...]] = {}
 
 
-def _should_fuse_rules(concat: bool) -> tuple[str, ...]:
+def _should_fuse_rules(concat: bool, in_place: bool = True) -> tuple[str, ...]:
     from .gpu_fusible import BUDGET_RULES, producer_consumer_rules
     from .instruction_fusion import IN_PLACE_RULES
 
@@ -297,5 +300,8 @@ def _should_fuse_rules(concat: bool) -> tuple[str, ...]:
         duplication = ("IF-ROOT-PRODUCER", "IF-EXPENSIVE-DUPLICATION", "IF-GPU-CONCAT-NOT-DUPLICATED")
     else:
         duplication = ("IF-ROOT-PRODUCER", "IF-EXPENSIVE-DUPLICATION", "IF-CANNOT-DUPLICATE")
-    return head + duplication + tuple(IN_PLACE_RULES) + BUDGET_RULES + (
+    rules = head + duplication + tuple(IN_PLACE_RULES) + BUDGET_RULES + (
         "IF-GPU-CONCAT-DUPLICATION", "IF-GPU-CODE-DUPLICATION")
+    if not in_place:  # (asked twice, as XLA does: IsProducerConsumerFusible and ShouldFuse)
+        rules = tuple(r for r in rules if r not in IN_PLACE_RULES)
+    return rules
