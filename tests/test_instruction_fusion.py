@@ -452,3 +452,36 @@ def test_gpu_in_place_rules_are_asked_only_of_consumers_that_update_in_place(rul
     ctx.pass_name = "fusion"
     gpu_instruction_fusion.run_once(program, ctx)
     assert [d.rule for d in ctx.decisions if d.producer == producer and consumer in d.consumer_members] == [rule_id]
+
+
+def test_updates_in_place_answers_as_in_place_pairs_does_before_and_after_fusion():
+    """updates_in_place remembers a fusion's answer per body version: the same answer as
+    in_place_pairs on every instruction of real dumps, and a new one once the body changes."""
+    from pathlib import Path
+
+    from hlofuse.graph import create_fusion, fuse_instruction
+    from hlofuse.rules.instruction_facts import in_place_pairs, updates_in_place
+
+    folder = Path(__file__).resolve().parents[1] / "sample_dumps" / "gpu-legacy-rtx2080ti"
+    files = sorted(folder.glob("*/*sm_7.5_gpu_after_optimizations.txt"))
+    assert files
+    seen = 0
+    for path in files:
+        program = Program.from_module(hlofuse.loads(path.read_text()))
+        for graph in program.graphs.values():
+            for node in graph:
+                assert updates_in_place(node) == bool(in_place_pairs(node)), (path.name, node.name)
+                seen += updates_in_place(node)
+    assert seen  # the dumps hold in-place fusions (dynamic-update-slice loops, scatters)
+    program = Program.from_module(hlofuse.loads("""HloModule m
+ENTRY e {
+  a = f32[8] parameter(0)
+  u = f32[4] parameter(1)
+  i = s32[] parameter(2)
+  n = f32[8] negate(a)
+  ROOT d = f32[8] dynamic-update-slice(n, u, i)
+}"""))
+    fusion = create_fusion(program.entry["d"], "kLoop")
+    assert updates_in_place(fusion)  # the body's root updates parameter 0 in place
+    fuse_instruction(fusion, program.entry["n"])  # the buffer is now computed inside
+    assert not updates_in_place(fusion) and not in_place_pairs(fusion)

@@ -23,7 +23,7 @@ from ..gpu.heavy import creates_heavy_computation
 from ..gpu.properties import is_custom_fusion, is_expensive_gpu
 from ..gpu.transposes import is_physically_transposing
 from . import XLA_COMMITS, Candidate, XlaRef, objection, rule
-from .instruction_facts import in_place_pairs, is_always_duplicable
+from .instruction_facts import is_always_duplicable, updates_in_place
 
 _FILE = "xla/service/gpu/transforms/instruction_fusion.cc"
 _P = XLA_COMMITS["legacy"]
@@ -279,7 +279,7 @@ def should_fuse_rules(producer, consumer=None) -> tuple[str, ...]:
     no operand in place, the in-place rules are left out: they cannot object (and are asked for
     nearly every pair)."""
     concat = producer.opcode == "concatenate" and not is_always_duplicable(producer)
-    in_place = consumer is None or bool(in_place_pairs(consumer))
+    in_place = consumer is None or updates_in_place(consumer)
     found = _SHOULD_FUSE.get((concat, in_place))
     if found is None:
         found = _SHOULD_FUSE[(concat, in_place)] = _should_fuse_rules(concat, in_place)

@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .. import attributes, ir
+from ..graph import graph_cache
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..graph import Node
@@ -290,6 +291,22 @@ def in_place_pairs(node: "Node") -> list[tuple[int, tuple[int, ...]]]:
         if pair not in pairs:
             pairs.append(pair)
     return pairs
+
+
+def updates_in_place(node: "Node") -> bool:
+    """bool(in_place_pairs(node)), asked for nearly every candidate pair on the GPU: a fusion's
+    own pairs are remembered per version of its body (they depend on the body alone)."""
+    op = node.opcode
+    if op == "fusion" and node.fused is not None:
+        cache = graph_cache(node.fused)
+        found = cache.get("in-place-pairs")
+        if found is None:
+            found = cache["in-place-pairs"] = tuple(_fusion_in_place_pairs(node))
+        if found:
+            return True
+    elif op in ("dynamic-update-slice", "scatter", "all-reduce-start"):
+        return bool(in_place_pairs(node))
+    return bool(output_to_operand_aliasing(node))
 
 
 def follow_tuple_indirection(node: "Node", index: tuple[int, ...]) -> tuple["Node", tuple[int, ...]]:
