@@ -24,26 +24,31 @@ shared machine) and wall-clock, and µs of CPU per instruction.  Run one pipelin
 explained through the pipeline's explain_boundary).
 
 Measured on the 2-core development machine (CPU seconds of the replay after parsing, µs of
-CPU per instruction in brackets; one run of all three pipelines, 2026-11-22):
-    gpu/legacy     1k 1.1 s (1057)   10k 10 s (1009)   100k 100 s (995; 89-127 s run alone)
-    gpu/priority   1k 1.4 s (1438)   10k 15 s (1500)   100k 182 s (1823)
-    cpu            1k 0.35 s (355)   10k 3.1 s (310)   100k 21 s (210)
-The machine's speed varies by a third between runs; back to back with the code before this
-round of work, legacy 100k took 194 s before and 123 s after (10k: 17 -> 12 s), with the same
-kernels and decisions.  Explaining every boundary (`--explain`) adds 2-3 s per 10k
-instructions (27 s at 100k; it was quadratic: 127 s at 10k).
+CPU per instruction in brackets; one run of all three pipelines, 2026-11-24):
+    gpu/legacy     1k 0.40 s (399)   10k 2.9 s (294)   100k 31 s (312)
+    gpu/priority   1k 0.66 s (659)   10k 6.8 s (683)   100k 82 s (818)
+    cpu            1k 0.07 s (72)    10k 0.83 s (83)   100k 8.9 s (89)
+The same machine's speed varies by a third from one hour to the next (on 2026-11-22 the code
+of then took 89-127 s for legacy 100k; on 2026-11-24, 44-57 s): compare only runs made back
+to back.  Back to back with the code before the 2026-11-24 round (225bd99), 100k took 44 ->
+31 s on legacy (twice: 44.9 -> 31.2, 43.9 -> 30.9), 102 -> 82 s on priority, 12.2 -> 8.9 s
+on cpu, with the same kernels and decisions.  Explaining every boundary (`--explain`) adds
+2-3 s per 10k instructions.
 
-What made it so (legacy 100k was 189 s, priority 345 s, cpu 57 s): the cyclic garbage
-collector paused during a replay (its full collections over everything alive were a quarter
-of the time at 20k-40k instructions); post orders and analysis answers kept per computation
-version; operand and user edits of nodes with thousands of operands or users (the output
-tuple, model-wide constants) no longer scan them; multi-output fusion's reachability levels
-raised only along new edges; fixed-point stages that changed nothing not rerun while the
-program is unchanged.  Before that: multi-output fusion's reachability levels were raised
-through the whole rest of the graph at every fusion (legacy 20k took 206 s) and the cost
-model's cache scanned every cached pair to forget one node.  The GPU pipelines still miss
-"100k well under a minute": what is left is spread over rule evaluation (about 35 rules per
-fused pair), the cost model and building decisions, with no single hotspot.
+What made it so, 2026-11-24: a replay leaves no reference cycles (the program is taken apart
+when the result is built; recursive closures and scratch fusions left cycles per call), and
+what survives is handed to the oldest generation without a collection (the first collection
+after a 100k replay took ~5 s); decisions built once per kept answer with positional fields;
+source lines remembered per metadata text; rule lists compiled once; a program-wide edit count
+for the fixed point and program-wide answers (computation order, fusible computations); GPU
+configs keyed by a token; in-place rules asked only of consumers that update in place; name
+uniquing without regular expressions; cheaper cost-model arithmetic (float32 roundings skipped
+only where they cannot change a value) and merger candidates; CSE/DCE and horizontal fusion
+skipping walks that cannot change anything.  Before (2026-11-22): the collector paused during
+a replay, post orders and analysis answers kept per computation version, wide nodes edited
+without scans, multi-output fusion's reachability raised only along new edges, idle
+fixed-point stages not rerun.  What is left is flat: rule evaluation (~30 rules per fused
+pair), the cost model, graph edits (cloning, naming) and building 367k decisions.
 """
 
 from __future__ import annotations
