@@ -51,9 +51,12 @@ class Decision:
             "reason": self.reason,
             "xla_reason": self.xla_reason,
             "relaxed": list(self.relaxed),
-            "facts": {k: _jsonable(v) for k, v in self.facts.items()},
+            "facts": {k: v if type(v) in _PLAIN else _jsonable(v) for k, v in self.facts.items()},
             "source": _source_dict(self.source),
         }
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _jsonable(value):

@@ -232,3 +232,21 @@ def test_rich_table_renders_to_a_plain_console(demo):
     print_explanation(demo, Console(file=buffer, width=160, force_terminal=False), limit=3)
     text = buffer.getvalue()
     assert "first 3" in text and "While loops" in text and "Boundaries by rule" in text
+
+
+def test_fuse_json_lists_one_kernel_or_decision_per_line_and_parses_back():
+    """`fuse --json` writes each element of its long lists on a line of its own (C-speed
+    encoding, greppable); the document is the same JSON as the result's to_dict."""
+    from hlofuse.render.json import dumps_listing
+
+    payload = {"module": "m", "empty": [], "nested": {"a": [1, 2]}, "rows": [{"x": 1, "y": [None, "é"]}, {"x": 2}]}
+    text = dumps_listing(payload)
+    assert json.loads(text) == payload
+    assert '    {"x": 1, "y": [null, "\\u00e9"]},' in text.splitlines()
+    folder = REPO / "sample_dumps" / "gpu-legacy-rtx2080ti" / "cartpole_b_concat"
+    out = CliRunner().invoke(main, ["fuse", str(folder), "--json"]).stdout
+    document = json.loads(out)
+    lines = out.splitlines()
+    assert sum(1 for line in lines if line.startswith('    {"pass": ')) == len(document["decisions"]) > 10
+    assert document["kernels"] and all(set(k) == {"name", "kind", "computation", "instructions", "root"}
+                                       for k in document["kernels"])

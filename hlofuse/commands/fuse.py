@@ -111,6 +111,7 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
     """
     from ..pipeline import replay
     from ..printer import print_module
+    from ..render.json import dumps_listing
 
     options = _options(input, module_name, backend, pipeline, passes, gpu, relax, library_fusion)
     module, name = _load_for_fusion(input, module_name, stage, options.pipeline)
@@ -126,7 +127,7 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
         payload = result.to_dict()
         if baseline is not None:
             payload["kernels_without_relax"] = len(baseline.kernels)
-        click.echo(json.dumps(payload, indent=2))
+        click.echo(dumps_listing(payload))
         return
     _print_result(result, baseline)
 

@@ -86,3 +86,24 @@ def _plain(value):
 
 def dumps(ex, indent: int | None = 2) -> str:
     return _json.dumps(explanation_dict(ex), indent=indent)
+
+
+def dumps_listing(payload: dict) -> str:
+    """JSON text for a result with long lists (`fuse --json`: hundreds of thousands of
+    decisions on a large module): the top level indented, every element of a top-level list
+    on a line of its own.  One decision per line reads and greps well, and Python's json
+    writes a compact line at C speed where an indented document is written in Python (a
+    quarter of `hlofuse fuse --json` on 100k instructions)."""
+    encode = _json.JSONEncoder().encode
+    lines = ["{"]
+    last = len(payload) - 1
+    for i, (key, value) in enumerate(payload.items()):
+        comma = "," if i < last else ""
+        if isinstance(value, list) and value:
+            lines.append(f"  {encode(key)}: [")
+            lines.append(",\n".join("    " + encode(item) for item in value))
+            lines.append(f"  ]{comma}")
+        else:
+            lines.append(f"  {encode(key)}: {encode(value)}{comma}")
+    lines.append("}")
+    return "\n".join(lines)
