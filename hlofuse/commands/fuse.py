@@ -111,6 +111,7 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
     """
     from ..pipeline import replay
     from ..printer import print_module
+    from ..collector import collector_paused
     from ..render.json import dumps_listing
 
     options = _options(input, module_name, backend, pipeline, passes, gpu, relax, library_fusion)
@@ -124,10 +125,12 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
     if output:
         write_atomically(output, print_module(result.module))
     if as_json:
-        payload = result.to_dict()
-        if baseline is not None:
-            payload["kernels_without_relax"] = len(baseline.kernels)
-        click.echo(dumps_listing(payload))
+        with collector_paused():  # a million small dicts and strings, no cycles
+            payload = result.to_dict()
+            if baseline is not None:
+                payload["kernels_without_relax"] = len(baseline.kernels)
+            text = dumps_listing(payload)
+        click.echo(text)
         return
     _print_result(result, baseline)
 
