@@ -120,20 +120,37 @@ def _adjust_bandwidth(device: DeviceSpec, bandwidth: float, blocks: int) -> floa
     return min(bandwidth, f32(blocks * per_block))
 
 
-def read_time(device: DeviceSpec, blocks: int, net: int, total: int, rate: float) -> int:
-    """ReadTimeWithDRAMHeuristic: `net` bytes come from DRAM once, the rest (`total - net`)
-    are re-reads served from L2/L1 when the operand fits there."""
+def _read_bandwidths(device: DeviceSpec, blocks: int, rate: float, fits: int) -> tuple[float, float]:
+    """ReadTimeWithDRAMHeuristic's two bandwidths (DRAM, re-reads), adjusted to the grid;
+    `fits` is 2 when the operand fits L1, 1 when it fits L2 only, 0 otherwise."""
     bandwidth = device.memory_bandwidth
     dram_bw = f32(bandwidth * rate)
     rest_bw = f32(float(bandwidth))
-    if net < device.l2_cache_size:
+    if fits:
         rest_bw = f32(rest_bw * L2_CACHE_SPEEDUP)
-        if net < L1_CACHE_SIZE_PER_SM * device.core_count:
+        if fits == 2:
             rest_bw = f32(rest_bw * L1_CACHE_SPEEDUP)
     else:
         rest_bw = f32(rest_bw * rate)
-    dram_bw = _adjust_bandwidth(device, dram_bw, blocks)
-    rest_bw = _adjust_bandwidth(device, rest_bw, blocks)
+    return _adjust_bandwidth(device, dram_bw, blocks), _adjust_bandwidth(device, rest_bw, blocks)
+
+
+#: _read_bandwidths by (the device fields it reads, blocks, rate, fits): a pure function of its
+#: key, asked for every operand of every kernel and pair priced.
+_BANDWIDTHS: dict[tuple, tuple[float, float]] = {}
+
+
+def read_time(device: DeviceSpec, blocks: int, net: int, total: int, rate: float) -> int:
+    """ReadTimeWithDRAMHeuristic: `net` bytes come from DRAM once, the rest (`total - net`)
+    are re-reads served from L2/L1 when the operand fits there."""
+    fits = (2 if net < L1_CACHE_SIZE_PER_SM * device.core_count else 1) if net < device.l2_cache_size else 0
+    key = (device.memory_bandwidth, device.clock_rate_ghz, blocks, rate, fits)
+    found = _BANDWIDTHS.get(key)
+    if found is None:
+        if len(_BANDWIDTHS) > 65536:
+            _BANDWIDTHS.clear()
+        found = _BANDWIDTHS[key] = _read_bandwidths(device, blocks, rate, fits)
+    dram_bw, rest_bw = found
     dram_bytes = min(net, total)
     cache_bytes = total - dram_bytes
     t = 0
@@ -301,9 +318,10 @@ class GpuPerformanceModel:
         coalesced = is_read_coalesced(analysis.kind, producer, consumer, self.config)
         read = 0
         read_bytes = 0
+        consumer_utilization = self.operand_utilization(consumer, producer)
         for operand in fused_parameters(producer, consumer):
             size = shape_size(operand.shape)
-            total = self.shared_operand_bytes(producer, consumer, operand)
+            total = self._shared_operand_bytes(producer, consumer, operand, consumer_utilization)
             net = min(size, total)
             read_bytes += total
             read += read_time(device, launch.blocks, net, total,
@@ -379,7 +397,11 @@ class GpuPerformanceModel:
 
     def shared_operand_bytes(self, producer: Node, consumer: Node, operand: Node) -> int:
         """GetSharedOperandBytesAccessed: what the fused kernel reads of `operand`."""
-        utilization = self.operand_utilization(consumer, producer)
+        return self._shared_operand_bytes(producer, consumer, operand, self.operand_utilization(consumer, producer))
+
+    def _shared_operand_bytes(self, producer: Node, consumer: Node, operand: Node, utilization: float) -> int:
+        """shared_operand_bytes, given the consumer's utilization of the producer (the same for
+        every operand of the pair)."""
         by_producer = self.operand_bytes(producer, operand)
         by_consumer = self.operand_bytes(consumer, operand)
         common = 0.0

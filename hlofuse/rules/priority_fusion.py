@@ -34,12 +34,14 @@ from typing import TYPE_CHECKING
 
 from ..attributes import backend_config
 from ..cost import durations as dur
+from ..cost.fusion_analysis import LOOP, REDUCTION
 from ..gpu.config import GpuConfig
 from ..gpu.properties import is_elementwise, is_fusible as hlo_is_fusible
 from ..gpu.shapes import bit_width, elements
 from ..ir import FLOAT_TYPES, INTEGRAL_TYPES
 from . import XLA_COMMITS, Candidate, XlaRef, objection, rule
 from . import gpu_fusible, instruction_fusion  # noqa: F401  (registers the shared rules asked below)
+from .instruction_fusion import IN_PLACE_RULES, in_place_pairs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..cost import GpuPerformanceModel
@@ -434,8 +436,6 @@ def reduction_to_loop(c: Candidate):
         ROOT a = f32[28672] add(r, y)
     Relaxing: a performance trade: the reduction is emitted by the loop emitter.
     """
-    from ..cost.fusion_analysis import REDUCTION, LOOP
-
     state = _state(c)
     producer_kind = state.model.analysis(c.producer).kind
     if producer_kind != REDUCTION:
@@ -680,21 +680,26 @@ def not_reconsidered(c: Candidate):
 # ------------------------------------------------------------------------------------------
 
 
-def _in_place_rules() -> tuple[str, ...]:
-    from .instruction_fusion import IN_PLACE_RULES
-
-    return tuple(IN_PLACE_RULES)
-
-
 SCATTER_RULES = ("GF-SCATTER-PRODUCER", "GF-SCATTER-IN-PLACE-OPERAND", "GF-SCATTER-SHARED-OPERAND")
 BUDGET_RULES = ("GF-SHARED-MEMORY-BUDGET", "GF-UNNESTED-REDUCTIONS-BUDGET", "GF-OPERAND-BUDGET")
 HEAD_RULES = ("PF-ROOT-PRODUCER", "PF-PRODUCER-NOT-FUSIBLE", "PF-CONSUMER-NOT-FUSIBLE")
 
 
-def can_fuse_rules() -> tuple[str, ...]:
-    """PriorityFusionQueue::CanFuse when no generic Triton fusion is involved."""
-    return (HEAD_RULES + ("PF-BITCAST-CONSUMER",) + SCATTER_RULES + ("PF-REDUCE-INTO-REDUCE", "PF-REDUCTION-TO-LOOP")
-            + BUDGET_RULES + ("PF-CODE-DUPLICATION",) + _in_place_rules())
+#: PriorityFusionQueue::CanFuse when no generic Triton fusion is involved.
+CAN_FUSE_RULES = (HEAD_RULES + ("PF-BITCAST-CONSUMER",) + SCATTER_RULES + ("PF-REDUCE-INTO-REDUCE", "PF-REDUCTION-TO-LOOP")
+                  + BUDGET_RULES + ("PF-CODE-DUPLICATION",) + IN_PLACE_RULES)
+#: The same list for a consumer that updates no operand in place: the in-place rules cannot
+#: object there (InstructionFusion::ShouldFuseInPlaceOp has no in-place buffer to check), and
+#: they are asked for nearly every pair.
+CAN_FUSE_RULES_NOT_IN_PLACE = tuple(r for r in CAN_FUSE_RULES if r not in IN_PLACE_RULES)
+
+
+def can_fuse_rules(consumer: "Node | None" = None) -> tuple[str, ...]:
+    """PriorityFusionQueue::CanFuse when no generic Triton fusion is involved (given a consumer
+    that updates nothing in place, without the in-place rules, which cannot object to it)."""
+    if consumer is not None and not in_place_pairs(consumer):
+        return CAN_FUSE_RULES_NOT_IN_PLACE
+    return CAN_FUSE_RULES
 
 
 #: CanFuse when the producer or the consumer is a generic Triton fusion: CanFuseTriton decides.
@@ -707,4 +712,4 @@ CONSTANT_RULES = SCATTER_RULES + ("PF-CONSTANT-USER-NOT-FUSIBLE",)
 def rules_for(producer: "Node", consumer: "Node") -> tuple[str, ...]:
     if is_generic_triton_fusion(producer) or is_generic_triton_fusion(consumer):
         return TRITON_RULES
-    return can_fuse_rules()
+    return can_fuse_rules(consumer)
