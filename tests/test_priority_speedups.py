@@ -77,3 +77,60 @@ ENTRY e {
     for consumer, expected in ((n, []), (d, ["IF-INPLACE-SHARED-BUFFER"])):
         c = Candidate(a, consumer, None, {})
         assert [r for r in IN_PLACE_RULES if evaluate((r,), c).blocked_by is not None] == expected
+
+
+def _analysis_facts(a):
+    from hlofuse.cost.fusion_analysis import launch_dimensions
+
+    hero = a.hero_reduction()
+    return (a.kind, a.fusion_kind, a.backend_kind, [r.name for r in a.roots], [h.name for h in a.heroes],
+            [(h.opcode, h.shape) for h in a.heroes], repr(a.transpose), a.smallest_input_bits,
+            a.smallest_output_bits, sorted((n.name, n.opcode) for n in a.nodes), launch_dimensions(a),
+            hero.name if hero is not None else None)
+
+
+def test_pairs_analysed_across_the_boundary_match_the_built_pair(monkeypatch):
+    """Every pair PriorityFusion analyses without building it (the merged-heroes path) gets the
+    analysis the built scratch fusion gets: kind, roots, heroes, transpose, widths, the
+    instructions inside and the launch grid — on generated modules and sample programs full of
+    transposes, concatenates and reductions."""
+    import sys
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from hlofuse.cli import main
+    from hlofuse.cost import fusion_analysis as fa
+    from hlofuse.pipeline import Options, replay
+
+    repo = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(repo / "bench"))
+    try:
+        import replay_speed
+    finally:
+        sys.path.remove(str(repo / "bench"))
+    merged_pair = fa._merged_pair
+    compared = []
+
+    def checked(producer, consumer, config, cfg):
+        found = merged_pair(producer, consumer, config, cfg)
+        if found is not None:
+            fusion = fa.materialise(producer, consumer)
+            roots = fa.fusion_roots(fusion.fused)
+            built = fa._finish(fusion, roots, [fa.find_non_trivial_hero(r, cfg) for r in roots],
+                               [n for n in fusion.fused.nodes() if n.opcode != "parameter"], list(fusion.operands),
+                               config, cfg)
+            assert _analysis_facts(found) == _analysis_facts(built), (producer.name, consumer.name)
+            compared.append(found.kind)
+        return found
+
+    monkeypatch.setattr(fa, "_merged_pair", checked)
+    replay(hlofuse.loads(replay_speed.generate_for("priority", 2000)), Options(**replay_speed.PIPELINES["priority"]))
+    runner = CliRunner()
+    for folder in ("gpu-current-h100", "gpu-current-rtx2080ti"):
+        for name in ("transpose_reduce", "softmax", "layer_norm", "attention", "cartpole_b_concat", "batch_norm"):
+            program = repo / "sample_dumps" / folder / name
+            if program.is_dir():
+                assert runner.invoke(main, ["fuse", str(program), "--json"]).exit_code == 0
+    kinds = set(compared)
+    assert len(compared) > 500 and {"kReduction", "kTranspose", "kConcatenate", "kLoop"} <= kinds, kinds

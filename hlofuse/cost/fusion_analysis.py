@@ -10,8 +10,9 @@ producer+consumer pair before fusing them (refusing reduce→loop, choosing kLoo
 
 An analysis is made for an instruction (analysed as a one-instruction fusion), a fusion, or a
 producer+consumer pair.  XLA analyses a pair through a fusion adaptor without building it; here
-the pair is built as a fusion in a scratch program (`hlofuse.graph` primitives), so the hero
-predicates of `hlofuse.gpu` apply to it unchanged.
+most pairs are analysed the same way (a plain loop pair, or heroes found across the boundary by
+gpu.heroes.merged_heroes), and the rest are built as a fusion in a scratch program
+(`hlofuse.graph` primitives), so the hero predicates of `hlofuse.gpu` apply to it unchanged.
 
 Simplifications (expected effect): reduction outputs are one group (XLA splits disjoint
 reductions of a multi-output fusion into several block rows: a slightly lower block count for
@@ -28,7 +29,7 @@ from math import gcd
 from .. import attributes
 from ..graph import Graph, Node, Program, add_operand
 from ..gpu.config import GpuConfig
-from ..gpu.heroes import find_non_trivial_hero
+from ..gpu.heroes import find_non_trivial_hero, merged_heroes
 from ..gpu.properties import fusion_roots
 from ..gpu.reductions import ReductionDimensions, is_real_reduction_hero, reduction_dimensions, \
     reductions_mof_compatible
@@ -155,6 +156,9 @@ def analyse_producer_consumer(producer: Node, consumer: Node, cfg: GpuConfig) ->
     quick = _plain_loop_pair(producer, consumer, config, cfg)
     if quick is not None:
         return quick
+    merged = _merged_pair(producer, consumer, config, cfg)
+    if merged is not None:
+        return merged
     fusion = materialise(producer, consumer)
     roots = fusion_roots(fusion.fused)
     heroes = [find_non_trivial_hero(r, cfg) for r in roots]
@@ -188,6 +192,34 @@ def _plain_loop_pair(producer: Node, consumer: Node, config: dict, cfg: GpuConfi
     return FusionAnalysis(kind=LOOP, roots=list(roots), heroes=list(roots), transpose=None, backend_kind="",
                           smallest_input_bits=_smallest_bits(params), smallest_output_bits=_smallest_bits(roots),
                           node=consumer, nodes=p_nodes + c_nodes, config=cfg, backend_config=config)
+
+
+def _merged_pair(producer: Node, consumer: Node, config: dict, cfg: GpuConfig) -> FusionAnalysis | None:
+    """The analysis of a pair without building it, its heroes found across the boundary as
+    XLA's producer-consumer fusion adaptor finds them (gpu.heroes.merged_heroes, from the
+    hero tables each side already has).  The analysis then names the pair's own instructions
+    (its `node` is the consumer), which is what every reader of a pair analysis sees the same:
+    names, opcodes, shapes and identities among them.  None, and the pair is built, where the
+    built pair could read differently: a library backend config (Triton tiles the built
+    fusion), a dynamic-update-slice (the in-place grid asks which instructions are inside), a
+    consumer root that is a parameter or a tuple element, a multi-output producer."""
+    if _backend_kind(config):
+        return None
+    p_nodes, c_nodes = _inner(producer), _inner(consumer)
+    for n in p_nodes:
+        if n.opcode == "dynamic-update-slice":
+            return None
+    for n in c_nodes:
+        if n.opcode == "dynamic-update-slice":
+            return None
+    c_roots = fusion_roots(consumer.fused) if consumer.opcode == "fusion" and consumer.fused is not None else [consumer]
+    if any(r.opcode in ("parameter", "get-tuple-element", "tuple") for r in c_roots):
+        return None
+    pairs = merged_heroes(producer, consumer, cfg)
+    if pairs is None:
+        return None
+    params = [op for op in consumer.operands if op is not producer] + list(producer.operands)
+    return _finish(consumer, [r for r, _ in pairs], [h for _, h in pairs], p_nodes + c_nodes, params, config, cfg)
 
 
 def _finish(node, roots, heroes, nodes, params, config, cfg) -> FusionAnalysis:
