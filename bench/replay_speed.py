@@ -25,13 +25,13 @@ explained through the pipeline's explain_boundary).
 
 Measured on the 2-core development machine (CPU seconds of the replay after parsing, µs of
 CPU per instruction in brackets; one run of all three pipelines, 2026-11-24):
-    gpu/legacy     1k 0.40 s (399)   10k 2.9 s (294)   100k 31 s (312)
-    gpu/priority   1k 0.66 s (659)   10k 6.8 s (683)   100k 82 s (818)
-    cpu            1k 0.07 s (72)    10k 0.83 s (83)   100k 8.9 s (89)
+    gpu/legacy     1k 0.40 s (396)   10k 2.9 s (292)   100k 31 s (312)
+    gpu/priority   1k 0.49 s (491)   10k 5.3 s (531)   100k 55 s (546)
+    cpu            1k 0.07 s (71)    10k 0.77 s (77)   100k 8.9 s (89)
 The same machine's speed varies by a third from one hour to the next (on 2026-11-22 the code
 of then took 89-127 s for legacy 100k; on 2026-11-24, 44-57 s): compare only runs made back
 to back.  Back to back with the code before the 2026-11-24 round (225bd99), 100k took 44 ->
-31 s on legacy (twice: 44.9 -> 31.2, 43.9 -> 30.9), 102 -> 82 s on priority, 12.2 -> 8.9 s
+31 s on legacy (twice: 44.9 -> 31.2, 43.9 -> 30.9), 102 -> 55 s on priority, 12.2 -> 8.9 s
 on cpu, with the same kernels and decisions.  Explaining every boundary (`--explain`) adds
 2-3 s per 10k instructions.
 
@@ -44,7 +44,9 @@ for the fixed point and program-wide answers (computation order, fusible computa
 configs keyed by a token; in-place rules asked only of consumers that update in place; name
 uniquing without regular expressions; cheaper cost-model arithmetic (float32 roundings skipped
 only where they cannot change a value) and merger candidates; CSE/DCE and horizontal fusion
-skipping walks that cannot change anything.  Before (2026-11-22): the collector paused during
+skipping walks that cannot change anything; priority fusion analysing most producer-consumer
+pairs without building them (heroes found across the boundary, as the legacy model does) and
+its read bandwidths remembered per device and grid.  Before (2026-11-22): the collector paused during
 a replay, post orders and analysis answers kept per computation version, wide nodes edited
 without scans, multi-output fusion's reachability raised only along new edges, idle
 fixed-point stages not rerun.  What is left is flat: rule evaluation (~30 rules per fused
