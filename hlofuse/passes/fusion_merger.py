@@ -5,10 +5,6 @@ Traversal: every non-fusion computation; a snapshot of its post order (defs befo
 only `fusion` instructions are producers.  Removed producers stay in the snapshot and are
 skipped as XLA skips them (they have no users).  Every (producer, user) pair yields one
 Decision; the producer's verdict is shared by all its users, since XLA merges all or none.
-
-The verdict depends only on the producer, its users and their operands, so a later iteration
-of the fixed-point pipeline reuses it while none of them has changed (most of a large module
-is unchanged after the first iteration).
 """
 
 from __future__ import annotations
@@ -41,31 +37,13 @@ def merge_computation(graph: Graph, ctx: Context) -> bool:
         if model is None:
             model = shared_model(ctx, cfg)
         users = list(producer.users)
-        outcome = _verdict(producer, users, ctx, model, plan)
+        outcome, _ = should_merge(producer, users, ctx, model, plan)
         for user in users:
             ctx.record(decision_from(ctx.pass_name, producer, user, outcome))
         if outcome.allowed:
             merge_into_users(producer, users, ctx, model)
             changed = True
     return changed
-
-
-def _verdict(producer: Node, users: list[Node], ctx: Context, model, plan: tuple | None = None) -> Outcome:
-    verdicts = ctx.cache.setdefault("fusion-merger-verdicts", {})
-    state = tuple(_state(n) for n in [producer] + users)
-    known = verdicts.get(producer.uid)
-    if known is not None and known[0] == state:
-        return known[1]
-    outcome, _ = should_merge(producer, users, ctx, model, plan)
-    verdicts[producer.uid] = (state, outcome)
-    return outcome
-
-
-def _state(node: Node) -> tuple:
-    """What the merger's rules read of a node: its edges (by edit count: a root tuple may have
-    thousands of operands), its body (by version) and its kind."""
-    body = node.fused
-    return (node.uid, node.edits, body, body.version if body is not None else None, node.fusion_kind)
 
 
 def should_merge(producer: Node, users: list[Node], ctx: Context, model,

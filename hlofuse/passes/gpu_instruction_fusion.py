@@ -11,8 +11,8 @@ What the GPU policy changes (docs/xla/legacy-gpu-pipeline.md §2):
 * FuseInstruction keeps FusionNodeIndexingEvaluation up to date incrementally, as XLA does,
   so the code-duplication check stays linear in the fusion's size.
 
-The legacy pipeline runs two instances, `may_duplicate=false` then `true`, each keeping its
-operand-reuse cache across the fixed-point iterations (`make_passes`).
+The legacy pipeline runs two instances, `may_duplicate=false` then `true` (`make_passes`), each
+with its own operand-reuse cache, as XLA's two pass objects have.
 """
 
 from __future__ import annotations

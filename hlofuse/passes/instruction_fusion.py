@@ -40,7 +40,7 @@ Policy interface (override what your backend overrides in XLA; defaults are the 
   fuse_instruction(run, f, p)  -> the clone inside f (hook for code-duplication caches)
   fuse_into_multi_output(run, f, p)
 The pass object keeps XLA's reuse cache (`reused_operands`) across runs, as XLA's pass object
-does (XLA:GPU's fixed-point loop relies on that staleness; pitfall P-3 of the legacy spec).
+does (pitfall P-3 of the legacy spec: a pass object run again answers from stale entries).
 """
 
 from __future__ import annotations

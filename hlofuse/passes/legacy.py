@@ -1,32 +1,35 @@
 """The legacy XLA:GPU fusion pipeline (XLA 76da7301, jaxlib 0.4.35 with
 `xla_gpu_enable_priority_fusion=false`): the pipeline of the paper (docs/xla/legacy-gpu-pipeline.md
-§1.2).
+§1.2).  Two pass lists, each run once, in this order:
 
-    HloPassFix<HloPassPipeline>("fusion"):            repeated until nothing changes (25 at most)
-        variadic-op-splitter, fusion (no duplication), fusion (duplication), fusion_merger,
-        cse (fusion computations only), dce, multi_output_fusion, cse, dce
-    HloPassFix<HloPassPipeline>("horizontal fusion"):
-        horizontal_loop_fusion, horizontal_input_fusion, cse, dce
+    "fusion":             variadic-op-splitter, fusion (no duplication), fusion (duplication),
+                          fusion_merger, cse (fusion computations only), dce, multi_output_fusion,
+                          cse, dce
+    "horizontal fusion":  horizontal_loop_fusion, horizontal_input_fusion, cse, dce
+
+Once, not to a fixed point: XLA builds both lists as HloPassFix<HloPassPipeline>, but at this
+commit FusionPipeline() and HorizontalFusionPipeline() return them by value as a plain
+HloPassPipeline, and the copy slices the fixed-point loop off.  jax 0.4.35 shows it: with
+TF_CPP_VMODULE its compile runs GpuInstructionFusion twice and FusionMerger once, and a fusion
+the merger makes out of a bare reduction keeps the reduction's init constant outside (a second
+iteration would fuse it in; real dumps never do).  The XLA the paper studied (gpu_compiler.cc
+of 2022) ran its HloPassFix directly and did iterate; this replay follows jax 0.4.35.
 
 Each entry of the registered list is one pass by its dump-file name, so `--passes` can pick
-them; the last selected pass of a fixed-point group re-runs the group's selected passes until
-an iteration changes nothing, as HloPassFix does.  The two GpuInstructionFusion objects live
-for the whole replay (their operand-reuse caches outlive the iterations, as in XLA).
+them.  The two GpuInstructionFusion objects live for the whole replay (their operand-reuse
+caches outlive a pass run, as XLA's pass objects do).
 """
 
 from __future__ import annotations
 
-from ..graph import Node, Program
+from ..graph import Node
 from ..pipeline import Context, decision_from, register_pipeline
 from . import cleanup, fusion_merger, horizontal_fusion, multi_output_fusion
 from .gpu_instruction_fusion import make_passes
 
-#: HloPassFix's iteration limit.
-MAX_ITERATIONS = 25
-
 
 def _instruction_fusion(index: int):
-    def run(program: Program, ctx: Context) -> bool:
+    def run(program, ctx: Context) -> bool:
         instances = ctx.cache.get("legacy-instruction-fusion")
         if instances is None:
             instances = ctx.cache["legacy-instruction-fusion"] = make_passes()
@@ -35,9 +38,10 @@ def _instruction_fusion(index: int):
     return run
 
 
-class FixedPointGroup:
-    """Passes XLA runs inside one HloPassFix<HloPassPipeline>: each is registered on its own,
-    and the last one the user selected loops the selected ones until nothing changes."""
+class PassList:
+    """Passes XLA runs as one HloPassPipeline.  Each is registered on its own; after the last
+    one the user selected, a pair decided by both instruction-fusion runs (both are called
+    `fusion`) keeps only its last Decision: one per pair and pass name."""
 
     def __init__(self, key: str, stages: list[tuple[str, callable]]):
         self.key = key
@@ -46,57 +50,23 @@ class FixedPointGroup:
     def entries(self) -> list[tuple[str, callable]]:
         return [(name, self._entry(i)) for i, (name, _) in enumerate(self.stages)]
 
-    def _selected(self, ctx: Context) -> list[int]:
-        chosen = ctx.options.passes
-        return [i for i, (name, _) in enumerate(self.stages) if chosen is None or name in chosen]
-
     def _entry(self, index: int):
-        def run(program: Program, ctx: Context) -> bool:
-            state = ctx.cache.setdefault(self.key, {"changed": False, "any": False, "first": len(ctx.decisions)})
-            changed = self._run_stage(index, program, ctx)
-            state["changed"] |= changed
-            state["any"] |= changed
-            selected = self._selected(ctx)
+        def run(program, ctx: Context) -> bool:
+            first = ctx.cache.setdefault(self.key, len(ctx.decisions))
+            changed = bool(self.stages[index][1](program, ctx))
+            chosen = ctx.options.passes
+            selected = [i for i, (name, _) in enumerate(self.stages) if chosen is None or name in chosen]
             if selected and index == selected[-1]:
-                iteration = 1
-                while state["changed"] and iteration < MAX_ITERATIONS:
-                    state["changed"] = False
-                    iteration += 1
-                    for i in selected:
-                        step = self._run_stage(i, program, ctx)
-                        state["changed"] |= step
-                        state["any"] |= step
-                    ctx.cache[self.key + "-iterations"] = iteration
-                keep_last_decisions(ctx, state["first"])
+                keep_last_decisions(ctx, first)
             return changed
 
         return run
 
-    def _run_stage(self, index: int, program: Program, ctx: Context) -> bool:
-        """Run one stage, unless its last run left the program exactly as it found it and
-        nothing changed since: the passes are deterministic, so XLA's rerun would change
-        nothing and make the same decisions again (those of the last run are kept)."""
-        name, fn = self.stages[index]
-        ctx.pass_name = name
-        idle = ctx.cache.setdefault(self.key + "-idle", {})
-        before = program_state(program)
-        if idle.get(index) == before:
-            return False
-        changed = bool(fn(program, ctx))
-        after = program_state(program)
-        idle[index] = after if not changed and after == before else None
-        return changed
-
-
-def program_state(program: Program) -> int:
-    """The program's edit count: equal counts mean an unchanged program (every edit of nodes,
-    edges, roots and attributes bumps its computation's version, and so the count)."""
-    return program.edits
-
 
 def keep_last_decisions(ctx: Context, first: int = 0) -> None:
-    """A pair reconsidered in a later iteration keeps only its last Decision (one per pair).
-    Only decisions from `first` on are looked at (the group's own: groups share no pass)."""
+    """A pair reconsidered by a later pass of the same name keeps only its last Decision (one
+    per pair).  Only decisions from `first` on are looked at (the list's own: lists share no
+    pass)."""
     seen: set[tuple] = set()
     kept: list = []
     for d in reversed(ctx.decisions[first:]):  # the last of each pair is the first met backwards
@@ -110,7 +80,7 @@ def keep_last_decisions(ctx: Context, first: int = 0) -> None:
     ctx.decisions[first:] = kept
 
 
-FUSION = FixedPointGroup("legacy-fusion-pipeline", [
+FUSION = PassList("legacy-fusion-pipeline", [
     ("variadic-op-splitter", cleanup.split_variadic_ops),
     ("fusion", _instruction_fusion(0)),
     ("fusion", _instruction_fusion(1)),
@@ -122,7 +92,7 @@ FUSION = FixedPointGroup("legacy-fusion-pipeline", [
     ("dce", cleanup.dce),
 ])
 
-HORIZONTAL = FixedPointGroup("legacy-horizontal-pipeline", [
+HORIZONTAL = PassList("legacy-horizontal-pipeline", [
     ("horizontal_loop_fusion", horizontal_fusion.run_loop),
     ("horizontal_input_fusion", horizontal_fusion.run_input),
     ("cse", cleanup.cse_fusion_computations),
@@ -178,6 +148,6 @@ register_pipeline(
     "gpu", "legacy", FUSION.entries() + HORIZONTAL.entries(),
     "XLA:GPU's fusion passes before priority fusion (XLA 76da7301, jaxlib 0.4.35 with "
     "xla_gpu_enable_priority_fusion=false): instruction fusion twice, fusion merger, multi-output "
-    "fusion to a fixed point, then horizontal loop and input fusion — the pipeline of the paper",
+    "fusion, then horizontal loop and input fusion, each list once — the pipeline of the paper",
     explain_boundary=explain_boundary,
 )
