@@ -50,7 +50,7 @@ def programs(build: str = "gpu-legacy", gpu: str = "rtx2080ti") -> list[dict]:
     return sorted(out, key=lambda e: e["program"])
 
 
-def measure(entry: dict, gpu: str = "rtx2080ti") -> Row:
+def measure(entry: dict) -> Row:
     import hlofuse
     from hlofuse.check import check
     from hlofuse.pipeline import Options
@@ -60,6 +60,8 @@ def measure(entry: dict, gpu: str = "rtx2080ti") -> Row:
     try:
         before = hlofuse.load(str(folder / entry["files"]["before_fusion"]))
         after = hlofuse.load(str(folder / entry["files"]["after_fusion"]))
+        # The description XLA compiled for (the manifest's build GPU name is not a spec name).
+        gpu = str(REPO / entry["gpu_spec"])
         result = check(before, after, Options(backend="gpu", pipeline="legacy", gpu=gpu))
     except Exception as err:  # reported per program, never hidden
         return Row(entry["program"], 0, 0, time.perf_counter() - start, [], [], f"{type(err).__name__}: {err}")
@@ -100,7 +102,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true", help="list every kernel hlofuse did not reproduce")
     args = parser.parse_args(argv)
-    rows = [measure(e, args.gpu) for e in programs(args.build, args.gpu)]
+    rows = [measure(e) for e in programs(args.build, args.gpu)]
     if args.json:
         print(json.dumps([{**r.__dict__, "agreement": r.agreement} for r in rows], indent=2))
         return 0

@@ -6,7 +6,8 @@ into fusions (`add.5` becomes `add.17`), so every instruction of XLA's fused mod
 mapped back to the instruction of the before-fusion module it stands for, by structure — the
 same opcode, shape and attributes applied to the same (mapped) operands.  A kernel is then the
 set of before-fusion instructions it computes; a kernel is reproduced exactly when the replay
-has a kernel with the same set.
+has a kernel with the same set and of the same kind (kLoop, kInput, ... for fusions; the same
+kernel computed by another emitter is counted as a difference, status `kind`).
 """
 
 from __future__ import annotations
@@ -196,7 +197,9 @@ class KernelMatch:
     xla_kernel: str | None
     ours: str | None
     members: tuple[str, ...]
-    status: str  # exact | missing | extra
+    status: str  # exact | kind (same instructions, another fusion kind) | missing | extra
+    #: (XLA's kind, ours) where the status is `kind`.
+    kinds: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,7 @@ class CheckResult:
             "agreement": round(self.agreement, 4),
             "kernels": [
                 {"computation": m.computation, "xla": m.xla_kernel, "ours": m.ours, "status": m.status,
+                 **({"kinds": {"xla": m.kinds[0], "ours": m.kinds[1]}} if m.kinds else {}),
                  "instructions": list(m.members),
                  "decisions": [d.to_dict() for d in self.decisions.get((m.computation, m.xla_kernel, m.ours), ())]}
                 for m in self.matches
@@ -297,8 +301,10 @@ def compare(result: FusionResult, after: ir.Module) -> CheckResult:
     """Compare a replay's kernels with XLA's fused module `after`."""
     theirs = xla_kernels(after, result.input)
     ours: dict[str, dict[str, tuple[str, ...]]] = {}
+    our_kind: dict[tuple[str, str], str] = {}
     for k in result.kernels:
         ours.setdefault(k.computation, {})[k.name] = k.instructions
+        our_kind[(k.computation, k.name)] = k.kind
     matches: list[KernelMatch] = []
     decisions: dict = {}
     total = reproduced = 0
@@ -313,8 +319,13 @@ def compare(result: FusionResult, after: ir.Module) -> CheckResult:
         for members, name in x_by_set.items():
             total += 1
             if members in o_by_set:
-                reproduced += 1
-                matches.append(KernelMatch(comp, name, o_by_set[members], tuple(sorted(members)), "exact"))
+                mine = o_by_set[members]
+                kinds = (_kernel_kind(after.by_name[comp], name), our_kind[(comp, mine)])
+                if kinds[0] == kinds[1]:
+                    reproduced += 1
+                    matches.append(KernelMatch(comp, name, mine, tuple(sorted(members)), "exact"))
+                else:
+                    matches.append(KernelMatch(comp, name, mine, tuple(sorted(members)), "kind", kinds))
             else:
                 matches.append(KernelMatch(comp, name, None, tuple(sorted(members)), "missing"))
                 decisions[(comp, name, None)] = _involved(result.decisions, members, want_fused=False)
@@ -324,6 +335,14 @@ def compare(result: FusionResult, after: ir.Module) -> CheckResult:
                 decisions[(comp, None, name)] = _involved(result.decisions, members, want_fused=True)
     return CheckResult(result.input.name, result.backend, result.pipeline, result.gpu, total, reproduced,
                        tuple(matches), decisions, result)
+
+
+def _kernel_kind(comp: ir.Computation, name: str) -> str:
+    """The kind of XLA's kernel `name`, named as the replay's kernels are (decision.Kernel)."""
+    instr = comp[name]
+    if instr.opcode == "fusion":
+        return instr.fusion_kind or "kLoop"
+    return "library" if instr.opcode == "custom-call" else instr.opcode
 
 
 def _involved(all_decisions: Iterable[Decision], members: frozenset, want_fused: bool) -> tuple[Decision, ...]:

@@ -25,10 +25,7 @@ BUILDS = {  # folder → (backend, pipeline, gpu)
 
 
 #: Known disagreements, each with its cause (kept visible: a fix turns them into passes).
-KNOWN = {
-    "gpu-legacy-rtx2080ti/cartpole_a_rng": "FusionMerger's cost model is a near tie here (2.41 vs 2.53 us); "
-                                           "XLA keeps two fusions apart that the replay merges",
-}
+KNOWN: dict[str, str] = {}
 
 
 def _cases():

@@ -338,7 +338,9 @@ def _print_check(result, show_all, xla_reasons) -> None:
             + (f" [dim](XLA log: {xla_reasons(d.producer, d.consumer)})[/]"
                if xla_reasons and xla_reasons(d.producer, d.consumer) else "")
             for d in decisions[:3])
+        if m.kinds:
+            why = f"XLA made a {m.kinds[0]} fusion of these instructions, the replay a {m.kinds[1]} one"
         members = ", ".join(m.members[:5]) + (f", … ({len(m.members)})" if len(m.members) > 5 else "")
-        style = {"exact": "green", "missing": "red", "extra": "yellow"}[m.status]
+        style = {"exact": "green", "kind": "magenta", "missing": "red", "extra": "yellow"}[m.status]
         table.add_row(m.computation, f"[{style}]{m.status}[/]", m.xla_kernel or "", m.ours or "", members, why)
     out.print(table)

@@ -80,11 +80,19 @@ class RunTimes:
 
 
 @dataclass(frozen=True)
-class _RunTimeData:
+class RunTimeData:
+    """EstimateRunTimeData of one instruction as a kernel of its own (times in ticks), with the
+    launch grid it was estimated on."""
+
     flops: int
+    bytes_read: int
     bytes_written: int
+    read_time: int | float
     write_time: int | float
+    compute_time: int | float
     exec_time: int | float
+    blocks: int
+    threads: int
 
 
 class LegacyCostAnalysis(GpuHloCostAnalysis):
@@ -152,7 +160,7 @@ class LegacyPerformanceModel:
         self.device = cfg.device
         self.analysis = analysis or LegacyCostAnalysis(profile_for(cfg.device))
         self._previews: dict[tuple, FusionShape] = {}
-        self._run_times: dict[tuple, _RunTimeData] = {}
+        self._run_times: dict[tuple, RunTimeData] = {}
         self._shapes: dict[tuple, FusionShape] = {}
         self._launches: dict[tuple, tuple[str, LaunchDimensions]] = {}
         # Device constants of the bandwidth formulas (the device is frozen), computed as
@@ -221,7 +229,7 @@ class LegacyPerformanceModel:
         return compute + memory - min(compute, memory) * MEMORY_COMPUTE_PARALLELISM
 
     # -- estimates ------------------------------------------------------------------------
-    def run_time(self, node: Node) -> _RunTimeData:
+    def run_time(self, node: Node) -> RunTimeData:
         """EstimateRunTimeForInstruction: one kernel computing `node` alone (remembered until
         the node changes)."""
         key = (node.uid, _body_version(node), len(node.operands))
@@ -259,20 +267,22 @@ class LegacyPerformanceModel:
             found = self._launches[key] = (kind, self._launch_for(shape, kind))
         return found
 
-    def _run_time(self, node: Node) -> _RunTimeData:
+    def _run_time(self, node: Node) -> RunTimeData:
         a = self.analysis
         flops = a.flop_count(node)
         written = a.output_bytes_accessed(node)
         kind, launch = self._kind_and_launch(node)
         compute = self.compute_time(flops, launch.blocks, launch.threads)
         coalesced = self.read_coalesced(kind, node, None)
-        read = 0
+        read = bytes_read = 0
         for operand in node.operands:
             total = a.operand_bytes_accessed(node, node.operand_index(operand))
             net = min(_shape_facts(operand.shape)[0], total)
+            bytes_read += total
             read += self.read_time_dram(launch.blocks, net, total, operand.shape.element_type, coalesced)
         write = self.write_time(written)
-        return _RunTimeData(flops, written, write, self.combine(compute, read + write))
+        return RunTimeData(flops, bytes_read, written, read, write, compute, self.combine(compute, read + write),
+                           launch.blocks, launch.threads)
 
     def operand_utilization(self, consumer: Node, producer: Node) -> float:
         """GetOperandUtilization: how many times the consumer reads each producer element."""
@@ -330,26 +340,34 @@ class LegacyPerformanceModel:
     def estimate_run_times(self, producer: Node, consumers: list[Node], multi_output: bool = False) -> RunTimes:
         """GpuPerformanceModel::EstimateRunTimes (2024): fused vs unfused time of fusing
         `producer` into every consumer (and, for multi-output fusion, still writing it)."""
-        a = self.analysis
         producer_data = self.run_time(producer)
         unfused = KERNEL_LAUNCH_OVERHEAD * (len(consumers) + 1) + producer_data.exec_time
         for consumer in consumers:
-            used = self.operand_utilization(consumer, producer)
-            launch = self.launch_of(consumer)
-            total = _llround(producer_data.bytes_written * used)
-            net = min(producer_data.bytes_written, total)
-            unfused += self.read_time(launch.blocks, net, total)
+            unfused += self.unfused_read_time(producer_data, producer, consumer)
         fused = KERNEL_LAUNCH_OVERHEAD * len(consumers)
         for consumer in consumers:
-            used = a.operand_utilization(consumer, consumer.operand_index(producer)) \
-                if any(op is producer for op in consumer.operands) else 0.0
-            launch = self.launch_dimensions(self.preview(producer, consumer))
-            compute = self.compute_time(f32(producer_data.flops * used), launch.blocks, launch.threads)
-            access = self.producer_input_access_time(launch.blocks, producer, consumer)
-            fused += self.combine(compute, access)
+            fused += self.combine(*self.fused_consumer_times(producer_data, producer, consumer))
         if multi_output:
             fused += producer_data.write_time
         return RunTimes(unfused, fused)
+
+    def unfused_read_time(self, producer_data: RunTimeData, producer: Node, consumer: Node) -> int:
+        """EstimateUnfusedExecTime, one consumer: reading the producer's output back."""
+        used = self.operand_utilization(consumer, producer)
+        launch = self.launch_of(consumer)
+        total = _llround(producer_data.bytes_written * used)
+        net = min(producer_data.bytes_written, total)
+        return self.read_time(launch.blocks, net, total)
+
+    def fused_consumer_times(self, producer_data: RunTimeData, producer: Node, consumer: Node) -> tuple[int, int]:
+        """EstimateFusedExecTime, one consumer: (compute, input access) time of the producer's
+        work recomputed inside the consumer's kernel."""
+        used = self.analysis.operand_utilization(consumer, consumer.operand_index(producer)) \
+            if any(op is producer for op in consumer.operands) else 0.0
+        launch = self.launch_dimensions(self.preview(producer, consumer))
+        compute = self.compute_time(f32(producer_data.flops * used), launch.blocks, launch.threads)
+        access = self.producer_input_access_time(launch.blocks, producer, consumer)
+        return compute, access
 
     def merged_too_large(self, producer: Node, consumer: Node) -> tuple[bool, int, int]:
         """ProducerConsumerMergedTooLarge: (refuse?, merged IR size, basic-block splits)."""
@@ -387,31 +405,36 @@ class LegacyPerformanceModel:
 
     # -- launch dimensions ----------------------------------------------------------------
     def launch_dimensions(self, shape: FusionShape) -> LaunchDimensions:
-        """EstimateFusionLaunchDimensions with the MLIR emitters (level 4)."""
+        """EstimateFusionLaunchDimensions: the grid of the emitter GetFusionEmitter picks."""
         return self._launch_for(shape, emitter_kind(shape, self.cfg))
 
     def _launch_for(self, shape: FusionShape, kind: str) -> LaunchDimensions:
-        """launch_dimensions, given the shape's emitter kind."""
+        """launch_dimensions, given the shape's emitter kind.  `xla_gpu_mlir_emitter_level`
+        picks the MLIR or the older emitter per kind (loop ≥ 1; concatenate, in-place
+        dynamic-update-slice, scatter, input slices ≥ 2; transpose ≥ 3; reduction ≥ 4); their
+        grids differ for reductions, transposes, and the unrolling of concatenates and in-place
+        dynamic-update-slices."""
+        mlir = self.cfg.mlir_emitter_level
         if kind == REDUCTION:
-            return self._reduction_launch(shape)
+            return self._reduction_launch(shape) if mlir >= 4 else self._legacy_reduction_launch(shape)
         if kind == TRANSPOSE:
-            return self._transpose_launch(shape)
+            return self._transpose_launch(shape) if mlir >= 3 else self._legacy_transpose_launch(shape)
         if kind in (CUSTOM, TRITON, CUDNN):
             n = elements_recursive(shape.roots[0].shape)
             return LaunchDimensions(-(-n // 128), 128)
         if kind == CONCATENATE:
             largest = max((op.shape for op in shape.heroes[0].operands), key=elements)
-            return self._calculate(largest, self._unroll(shape, largest))
+            return self._calculate(largest, self._unroll(shape, largest) if mlir >= 2 else 1)
         if kind == INPUT_SLICES:
             operand = shape.roots[0].operands[0].shape
             return self._calculate(operand, max(1, -(-8 // _smallest_bits(shape.roots))))
         if kind == SCATTER:
             scatter = shape.roots[0]
-            updates = scatter.operands[(len(scatter.operands) - 1) // 2 + 1].shape
+            updates = scatter.operands[(len(scatter.operands) - 1) // 2 + 1 if mlir >= 2 else -1].shape
             return self._calculate(updates, 1)
         if all(r.opcode == "dynamic-update-slice" for r in shape.roots):
             update = shape.roots[0].operands[1].shape
-            return self._calculate(update, self._unroll(shape, update))
+            return self._calculate(update, self._unroll(shape, update) if mlir >= 2 else 1)
         element = _element_shape(shape.roots[0].shape)
         return self._calculate(element, self._unroll(shape, element))
 
@@ -504,6 +527,62 @@ class LegacyPerformanceModel:
             return None
         kept, reduced = threads_for(vector)
         return LaunchDimensions(-(-d1 // kept), kept * reduced)
+
+    def _legacy_reduction_launch(self, shape: FusionShape) -> LaunchDimensions:
+        """ReductionInfo::Create's tiling, the pre-MLIR reduction emitter (level < 4): rows are
+        tiled 16 elements per thread (and up to 8 batch rows per block), a block holds 256
+        threads where a row needs fewer; columns take 32 x 32 threads, each summing 128 rows."""
+        hero = first_reduction_hero(shape, self.cfg)
+        dims = reduction_dimensions(hero)
+        d0, d1, d2 = dims.dims
+        rows_per_warp = 1
+        if dims.is_row:
+            tile = (min(d0, 8), 1, 16)
+            if d2 < 32 and 32 % d2 == 0:
+                rows_per_warp = 32 // d2
+            if rows_per_warp > 1:
+                threads_x = d2
+            else:
+                threads_x = min(self.cfg.row_reduction_min_threads, _round_up(-(-d2 // 16), 32))
+            threads_y = 1
+            if threads_x * 2 <= 256:
+                if d1 * threads_x <= 256:
+                    threads_y = d1
+                    while (threads_x * threads_y) % 32:
+                        threads_y += 1
+                else:
+                    threads_y = 256 // threads_x
+        else:
+            tile, threads_x, threads_y = (1, 128, 1), 32, 32
+        vector = self._legacy_vector_size(shape, dims, threads_x)
+        tile_x = 1 if rows_per_warp > 1 else max(tile[2] // vector, 1)
+        blocks = -(-d0 // tile[0]) * -(-d1 // (tile[1] * threads_y)) * -(-(d2 // vector) // (tile_x * threads_x))
+        return LaunchDimensions(blocks, threads_x * threads_y)
+
+    def _legacy_vector_size(self, shape: FusionShape, dims, threads: int) -> int:
+        """GetVectorSize (pre-MLIR): rows of an even length with work for every thread load
+        two elements at a time on Volta and newer; columns never vectorise."""
+        minor = dims.dims[2]
+        if minor % 2 or threads * 2 > minor or _may_prevent_vectorization(shape) or not dims.is_row:
+            return 1
+        capability = self.device.compute_capability  # (0, 0) on ROCm: no CUDA capability
+        if capability >= (7, 0):
+            return 2
+        if capability >= (6, 0):
+            return 2 if _smallest_bits(shape.inputs) <= 32 and minor % (16 * threads) == 0 else 1
+        return 1
+
+    def _legacy_transpose_launch(self, shape: FusionShape) -> LaunchDimensions:
+        """ComputeTransposeTiling, the pre-MLIR transpose emitter (level < 3): the normalised
+        rank-3 input is cut into 32 x 32 tiles of its two swapped dimensions, 4 rows of 32
+        threads each, every thread handling 8 elements."""
+        desc = tiled_transpose(consistent_transpose_hero(shape, self.cfg), self.cfg)
+        perm = desc.permutation
+        input_dims = [desc.dimensions[p] for p in perm]
+        tile, threads = [1, 1, 1], [1, 1, 32]
+        tile[perm[2]], threads[perm[2]] = 8, 4
+        blocks = math.prod(-(-input_dims[i] // (tile[i] * threads[i])) for i in range(3))
+        return LaunchDimensions(blocks, 128)
 
     def _transpose_launch(self, shape: FusionShape) -> LaunchDimensions:
         hero = consistent_transpose_hero(shape, self.cfg)

@@ -18,6 +18,14 @@ ERA_LEGACY = "2024"
 #: XLA 5a9e73cb (jaxlib 0.10.2): PriorityFusion and MultiOutputFusion.
 ERA_PRIORITY = "2026"
 
+#: `xla_gpu_mlir_emitter_level` as jax runs each era's XLA.  XLA 76da7301 sets its default of 4
+#: under `#if GOOGLE_CUDA` in debug_options_flags.cc, and jaxlib 0.4.35 compiles that file
+#: without it: its CUDA compiles run level 0, the pre-MLIR emitters (a f32[64,128,2] transpose
+#: {1,0,2} is a loop fusion there, an input_transpose_fusion with the flag set to 3 or 4, and the
+#: merger's IR-size check doubles per basic-block split, as only levels below 4 do).  XLA's unit
+#: tests, built with CUDA, run 4.  XLA 5a9e73cb has no such flag: only MLIR emitters (4).
+JAX_MLIR_EMITTER_LEVEL = {ERA_LEGACY: 0, ERA_PRIORITY: 4}
+
 _ERA_OF_PIPELINE = {"legacy": ERA_LEGACY, "priority": ERA_PRIORITY}
 
 
@@ -28,8 +36,8 @@ class GpuConfig:
     device: DeviceSpec
     #: "2024" (legacy pipeline's XLA) or "2026" (priority fusion's XLA).
     era: str = ERA_LEGACY
-    #: `xla_gpu_mlir_emitter_level`: 4 on CUDA builds of both eras; some XLA unit tests set 3,
-    #: which switches the cost model's basic-block-split limit on (legacy contract §6.4).
+    #: `xla_gpu_mlir_emitter_level`: which emitters (MLIR or older) price and tile a fusion.
+    #: 4, XLA's unit tests' level, unless set: replays take JAX_MLIR_EMITTER_LEVEL's.
     mlir_emitter_level: int = 4
     #: `MinThreadsXRowReduction`: 1024, or 512 when XLA found a ptxas older than 12.2.  It sets
     #: the race-free bound of row reductions (16 times this).
@@ -76,7 +84,8 @@ def gpu_config(ctx) -> GpuConfig:
     cached = ctx.cache.get("gpu_config")
     if cached is None:
         device = ctx.device or load_gpu(None)
-        cached = GpuConfig(device, _ERA_OF_PIPELINE.get(ctx.pipeline, ERA_LEGACY))
+        era = _ERA_OF_PIPELINE.get(ctx.pipeline, ERA_LEGACY)
+        cached = GpuConfig(device, era, mlir_emitter_level=JAX_MLIR_EMITTER_LEVEL[era])
         ctx.cache["gpu_config"] = cached
     return cached
 
