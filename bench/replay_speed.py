@@ -25,15 +25,17 @@ explained through the pipeline's explain_boundary).
 
 Measured on the 2-core development machine (CPU seconds of the replay after parsing, µs of
 CPU per instruction in brackets; one run of all three pipelines, 2026-11-24):
-    gpu/legacy     1k 0.40 s (396)   10k 2.9 s (292)   100k 31 s (312)
+    gpu/legacy     1k 0.30 s (303)   10k 2.0 s (195)   100k 23 s (226)
     gpu/priority   1k 0.49 s (491)   10k 5.3 s (531)   100k 55 s (546)
     cpu            1k 0.07 s (71)    10k 0.77 s (77)   100k 8.9 s (89)
 The same machine's speed varies by a third from one hour to the next (on 2026-11-22 the code
 of then took 89-127 s for legacy 100k; on 2026-11-24, 44-57 s): compare only runs made back
 to back.  Back to back with the code before the 2026-11-24 round (225bd99), 100k took 44 ->
 31 s on legacy (twice: 44.9 -> 31.2, 43.9 -> 30.9), 102 -> 55 s on priority, 12.2 -> 8.9 s
-on cpu, with the same kernels and decisions.  Explaining every boundary (`--explain`) adds
-2-3 s per 10k instructions.
+on cpu, with the same kernels and decisions.  Later that day the legacy lists were made to run
+once, as jax 0.4.35 runs them (XLA's fixed point is sliced off, docs/xla/legacy-gpu-pipeline.md
+§1.2): legacy 100k 31 -> 23 s, with other kernels (16,455, was 14,920) and fewer decisions
+(274k, was 367k).  Explaining every boundary (`--explain`) adds 2-3 s per 10k instructions.
 
 What made it so, 2026-11-24: a replay leaves no reference cycles (the program is taken apart
 when the result is built; recursive closures and scratch fusions left cycles per call), and
