@@ -41,6 +41,12 @@ FUSION_PASSES = {
     "cpu": ("fusion", "fusion-wrapper"),
 }
 
+#: The XLA pipelines (as dump file names spell them) that run those passes on GPU.  Later
+#: pipelines reuse pass names: legacy XLA's `horizontal-loop-fusion-for-copy` runs a
+#: `horizontal_loop_fusion` after copy insertion, scheduling runs a `fusion-wrapper`; their
+#: snapshots are never the module right after fusion.
+GPU_FUSION_PIPELINES = {"legacy": ("fusion", "horizontal_fusion"), "priority": ("fusion",)}
+
 
 @dataclass(frozen=True)
 class DumpFile:
@@ -169,6 +175,9 @@ def choose_stage(files: list[DumpFile], stage: str | None, pipeline: str | None 
 def fusion_snapshot(files: list[DumpFile], which: str, pipeline: str | None = None) -> DumpFile | None:
     """The per-pass snapshot right before the first fusion pass, or right after the last one."""
     passes = [f for f in files if f.stage == "pass"]
+    if pipeline in GPU_FUSION_PIPELINES or (pipeline is None and any(f.pipeline == "fusion" for f in passes)):
+        allowed = set(GPU_FUSION_PIPELINES.get(pipeline) or sum(GPU_FUSION_PIPELINES.values(), ()))
+        passes = [f for f in passes if f.pipeline in allowed]
     names = set()
     for key, value in FUSION_PASSES.items():
         if pipeline is None or key == pipeline:

@@ -169,6 +169,30 @@ def test_fusion_snapshot_per_pipeline(tmp_path):
     assert "priority-fusion" in FUSION_PASSES["priority"]
 
 
+#: A jax 0.4.35 compile dumped with `--xla_dump_hlo_pass_re=fusion|...|horizontal_loop_fusion`:
+#: the file names XLA wrote, after-fusion pipelines with reused pass names included.
+LEGACY_BROAD = [
+    "module_0001.jit_reduce_middle.0004.post-layout_assignment.after_gemm-fusion-autotuner.before_call-inliner.txt",
+    "module_0001.jit_reduce_middle.0005.fusion.after_pipeline-start.before_variadic-op-splitter.txt",
+    "module_0001.jit_reduce_middle.0011.fusion.after_multi_output_fusion.before_cse.txt",
+    "module_0001.jit_reduce_middle.0013.horizontal_fusion.after_horizontal_loop_fusion.before_horizontal_input_fusion.txt",
+    "module_0001.jit_reduce_middle.0014.horizontal_fusion.after_horizontal_input_fusion.before_cse.txt",
+    "module_0001.jit_reduce_middle.0017.GPU-ir-emit-prepare.after_copy-insertion.before_horizontal-loop-fusion-for-copy.txt",
+    "module_0001.jit_reduce_middle.0020.horizontal-loop-fusion-for-copy.after_horizontal_loop_fusion.before_dce.txt",
+    "module_0001.jit_reduce_middle.0026.fusion-wrapper.after_fusion-wrapper.before_pipeline-end.txt",
+]
+
+
+@pytest.mark.parametrize("pipeline", [None, "legacy"])
+def test_after_fusion_is_never_a_later_pipeline_reusing_a_pass_name(tmp_path, pipeline):
+    """Copy insertion's `horizontal-loop-fusion-for-copy` and scheduling's `fusion-wrapper` run
+    passes named like fusion passes long after fusion: the module right after fusion is the
+    last snapshot of the `horizontal_fusion` pipeline."""
+    files = scan(_dump(tmp_path / "d", LEGACY_BROAD))
+    assert fusion_snapshot(files, "before_fusion", pipeline).step == 5
+    assert fusion_snapshot(files, "after_fusion", pipeline).step == 14
+
+
 def test_read_input_file_folder_and_stdin(tmp_path, monkeypatch):
     folder = _dump(tmp_path / "d", LEGACY)
     text, name = read_input(str(folder), stage="before_optimizations")
