@@ -50,7 +50,8 @@ def duration_ns(text: str) -> float:
         return float(text)
     sign = -1.0 if text.startswith("-") else 1.0
     parts = _DURATION_PART.findall(text.lstrip("-"))
-    return sign * sum(float(number) * _UNITS_NS[unit] for number, unit in parts)
+    # absl::Duration counts quarter nanoseconds: "65.472us" is 65472 ns, not 65471.99999999999.
+    return sign * round(4 * sum(float(number) * _UNITS_NS[unit] for number, unit in parts)) / 4
 
 
 def messages(log: str) -> list[str]:
