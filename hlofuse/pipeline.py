@@ -35,6 +35,9 @@ class Options:
     relax: tuple[str, ...] = ()
     #: XLA:CPU only: whether library (YNN) fusion ran before `fusion` (None: as the input shows).
     library_fusion: bool | None = None
+    #: XLA flags the program was compiled with (XLA_FLAGS text); GPU replays apply the ones
+    #: hlofuse models (gpu.config.MODELLED_FLAGS) over jax's defaults and note the others.
+    xla_flags: tuple[str, ...] = ()
 
 
 DEFAULT_PIPELINE = {"gpu": "priority", "cpu": "cpu"}
@@ -163,7 +166,19 @@ def make_context(options: Options) -> Context:
     spec_name = options.pipeline or DEFAULT_PIPELINE.get(options.backend)
     device = load_gpu(options.gpu) if options.backend == "gpu" else None
     relaxed = resolve_relax(options.relax, spec_name) if options.relax else frozenset()
-    return Context(options, options.backend, spec_name, device, relaxed)
+    ctx = Context(options, options.backend, spec_name, device, relaxed)
+    if options.xla_flags:
+        from .gpu.config import parse_xla_flags
+
+        try:
+            fields, ignored = parse_xla_flags(options.xla_flags)
+        except ValueError as err:
+            raise InputError(f"XLA flags: {err}") from None
+        if options.backend != "gpu":
+            ignored = list(dict.fromkeys([*fields, *ignored]))
+        if ignored:
+            ctx.notes.append(f"XLA flags not modelled by this replay, ignored: {', '.join(ignored)}")
+    return ctx
 
 
 def replay(module: ir.Module, options: Options = Options(), progress: Callable[[str], None] | None = None) -> FusionResult:

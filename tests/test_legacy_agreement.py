@@ -87,3 +87,49 @@ def test_check_tells_a_kernel_of_another_kind():
     assert result.reproduced == 0 and result.xla_kernels == 1
     assert [(m.status, m.kinds) for m in result.matches] == [("kind", ("kInput", "kLoop"))]
     assert result.to_dict()["kernels"][0]["kinds"] == {"xla": "kInput", "ours": "kLoop"}
+
+
+def test_xla_flags_set_what_the_program_was_compiled_with():
+    """`--xla-flags` (Options.xla_flags) replays a program compiled with other XLA flags: the
+    level-4 compile of the same module is reproduced, kind included; flags hlofuse does not
+    model are named in the notes, and a value XLA would not take is an input error."""
+    import hlofuse
+    from hlofuse.check import check
+    from hlofuse.errors import InputError
+    from hlofuse.pipeline import Options, replay
+
+    before = hlofuse.load(str(EMITTER_LEVEL / "before_fusion.txt"))
+    after = hlofuse.load(str(EMITTER_LEVEL / "after_fusion.level-4.txt"))
+    flags = ("--xla_gpu_mlir_emitter_level=4 --xla_gpu_autotune_level=0",)
+    options = Options(backend="gpu", pipeline="legacy", gpu="rtx2080ti", xla_flags=flags)
+    result = check(before, after, options)
+    assert result.reproduced == result.xla_kernels == 1
+    assert any("xla_gpu_autotune_level" in n for n in result.replay.notes)
+    with pytest.raises(InputError, match="xla_gpu_mlir_emitter_level=four"):
+        replay(before, Options(backend="gpu", pipeline="legacy", xla_flags=("--xla_gpu_mlir_emitter_level=four",)))
+
+
+def test_reduction_epilogue_fusion_flag_reaches_the_rules():
+    """--xla_gpu_enable_reduction_epilogue_fusion=false: a reduction no longer takes its
+    elementwise epilogue (XLA: "Reduction epilogue fusion is not enabled.")."""
+    import hlofuse
+    from hlofuse.pipeline import Options, replay
+
+    text = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  p = f32[512,1024]{1,0} parameter(0)
+  z = f32[] constant(0)
+  r = f32[512]{0} reduce(p, z), dimensions={1}, to_apply=add
+  ROOT n = f32[512]{0} negate(r)
+}"""
+    module = hlofuse.loads(text)
+    on = replay(module, Options(backend="gpu", pipeline="legacy", gpu="rtx2080ti"))
+    off = replay(module, Options(backend="gpu", pipeline="legacy", gpu="rtx2080ti",
+                                 xla_flags=("--xla_gpu_enable_reduction_epilogue_fusion=false",)))
+    assert len(on.kernels) == 1
+    assert len(off.kernels) == 2

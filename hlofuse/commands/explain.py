@@ -9,7 +9,10 @@ from ..cli import guarded, input_options, load_input, main, stderr_console, writ
 
 
 def backend_options(fn):
-    """--backend / --pipeline / --gpu, shared by explain and render."""
+    """--backend / --pipeline / --gpu / --xla-flags, shared by explain and render."""
+    fn = click.option("--xla-flags", "xla_flags", metavar="FLAGS",
+                      help="The XLA_FLAGS the program was compiled with, applied when a module before fusion "
+                           "is replayed (default: jax's defaults).")(fn)
     fn = click.option("--gpu", metavar="NAME|FILE",
                       help="GPU description for the rules that depend on it (rtx2080ti, h100_sxm, a6000, ... "
                            "or a .txtpb); default: from the dump's sm_X file name.")(fn)
@@ -21,7 +24,7 @@ def backend_options(fn):
     return fn
 
 
-def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=()):
+def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(), xla_flags=None):
     """Load INPUT (file, dump folder or stdin) and explain it; a module before fusion is
     replayed first.  Shared by `explain` and `render`."""
     from ..explain import dump_context, explain
@@ -36,7 +39,8 @@ def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(
         gpu, _ = detect_gpu(input, module_name)
     module, name = load_input(input, module_name, stage, pipeline)
     dump = dump_context(input, module_name, stage, pipeline) if input != "-" else None
-    ex = explain(module, backend=backend, pipeline=pipeline, gpu=gpu, dump=dump, relax=tuple(relax))
+    ex = explain(module, backend=backend, pipeline=pipeline, gpu=gpu, dump=dump, relax=tuple(relax),
+                 xla_flags=(xla_flags,) if xla_flags else ())
     return module, ex
 
 
@@ -53,7 +57,8 @@ def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(
 @click.option("--limit", type=int, default=None, metavar="N",
               help="Show at most N boundaries in the table (JSON, CSV and HTML always hold all).")
 @guarded()
-def explain_cmd(input, module_name, stage, backend, pipeline, gpu, relax, as_json, csv_path, html_path, limit):
+def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, relax, as_json, csv_path, html_path,
+                limit):
     """Explain every kernel boundary: which rule keeps two kernels apart, with XLA's reason,
     the line of your code, the bytes that cross, and a hint.
 
@@ -76,7 +81,7 @@ def explain_cmd(input, module_name, stage, backend, pipeline, gpu, relax, as_jso
       relaxable  whether `hlofuse fuse --relax RULE` may lift it (profitability only)
       XLA        XLA's own reason from *.priority_fusion_dump.txt, when the dump has it
     """
-    _, ex = build_explanation(input, module_name, stage, backend, pipeline, gpu, relax)
+    _, ex = build_explanation(input, module_name, stage, backend, pipeline, gpu, relax, xla_flags)
     err = stderr_console()
     if relax and ex.stage != "replayed":
         err.print("[yellow]warning:[/] --relax only changes a module that is replayed (one before fusion, e.g. "

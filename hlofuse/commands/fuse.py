@@ -12,6 +12,10 @@ from ..errors import InputError
 
 
 def _pipeline_options(fn):
+    fn = click.option("--xla-flags", "xla_flags", metavar="FLAGS",
+                      help="The XLA_FLAGS the program was compiled with, e.g. \"$XLA_FLAGS\" or "
+                           "'--xla_gpu_mlir_emitter_level=4' (default: jax's defaults; flags hlofuse does not "
+                           "model are listed in the notes).")(fn)
     fn = click.option("--library-fusion/--no-library-fusion", "library_fusion", default=None,
                       help="XLA:CPU: whether dots and their neighbours become library (YNNPACK) fusions before "
                            "`fusion` (default: as the input shows; XLA's option xla_cpu_experimental_ynn_fusion_type).")(fn)
@@ -31,7 +35,7 @@ def _pipeline_options(fn):
     return fn
 
 
-def _options(input_path, module, backend, pipeline, passes, gpu, relax, library_fusion=None):
+def _options(input_path, module, backend, pipeline, passes, gpu, relax, library_fusion=None, xla_flags=None):
     from ..pipeline import Options
 
     backend, pipeline, why = _detect(input_path, module, backend, pipeline)
@@ -45,7 +49,8 @@ def _options(input_path, module, backend, pipeline, passes, gpu, relax, library_
             stderr_console().print(f"[dim]{why_gpu}[/]")
     return Options(backend=backend, pipeline=pipeline,
                    passes=tuple(p.strip() for p in passes.split(",") if p.strip()) if passes else None,
-                   gpu=gpu, relax=tuple(relax), library_fusion=library_fusion)
+                   gpu=gpu, relax=tuple(relax), library_fusion=library_fusion,
+                   xla_flags=(xla_flags,) if xla_flags else ())
 
 
 def _detect(input_path, module, backend, pipeline):
@@ -99,7 +104,8 @@ def _load_for_fusion(input_path, module_name, stage, pipeline):
 @click.option("--json", "as_json", is_flag=True, help="Print kernels and decisions as JSON.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the fused module as HLO text.")
 @guarded()
-def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, library_fusion, as_json, output):
+def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, library_fusion, xla_flags, as_json,
+             output):
     """Replay XLA's fusion passes and show the kernels and every decision that formed them.
 
     \b
@@ -114,7 +120,7 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
     from ..collector import collector_paused
     from ..render.json import dumps_listing
 
-    options = _options(input, module_name, backend, pipeline, passes, gpu, relax, library_fusion)
+    options = _options(input, module_name, backend, pipeline, passes, gpu, relax, library_fusion, xla_flags)
     module, name = _load_for_fusion(input, module_name, stage, options.pipeline)
     result = replay(module, options)
     baseline = None
@@ -231,7 +237,8 @@ def rules_cmd(refs, as_json, pipeline):
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--all", "show_all", is_flag=True, help="List the kernels reproduced exactly too.")
 @guarded()
-def check_cmd(inputs, module_name, backend, pipeline, passes, gpu, relax, library_fusion, as_json, show_all):
+def check_cmd(inputs, module_name, backend, pipeline, passes, gpu, relax, library_fusion, xla_flags, as_json,
+              show_all):
     """Replay the fusion pipeline on XLA's module from right before fusion and compare the
     kernels with XLA's module right after it: how far to trust an explanation.
 
@@ -245,7 +252,7 @@ def check_cmd(inputs, module_name, backend, pipeline, passes, gpu, relax, librar
     from ..check import check
     from ..cli import load_input
 
-    options = _options(inputs[0], module_name, backend, pipeline, passes, gpu, relax, library_fusion)
+    options = _options(inputs[0], module_name, backend, pipeline, passes, gpu, relax, library_fusion, xla_flags)
     if len(inputs) == 2:
         before, _ = load_input(inputs[0], module_name, None)
         after, _ = load_input(inputs[1], module_name, None)

@@ -29,7 +29,7 @@ from .explain import backend_options, build_explanation
 @backend_options
 @guarded(None)
 def render_cmd(input, output, module_name, stage, computation, focus, radius, collapse, as_dot,
-               backend, pipeline, gpu):
+               backend, pipeline, gpu, xla_flags):
     """Draw a module like the paper's Fig. 3: each kernel a dashed cluster of its operations,
     each boundary an edge labelled with its rule and coloured by kind of reason (loop: purple,
     tuple: blue, library call: green, copy: orange, concatenate/duplication: dark blue,
@@ -56,7 +56,7 @@ def render_cmd(input, output, module_name, stage, computation, focus, radius, co
                                                   collapse=collapse, title=f"{module.name} before fusion"))
     else:
         dump_stage = None if stage in ("after", None) else stage
-        module, ex = build_explanation(input, module_name, dump_stage, backend, pipeline, gpu)
+        module, ex = build_explanation(input, module_name, dump_stage, backend, pipeline, gpu, xla_flags=xla_flags)
         source = to_dot(ex.fused_module, ex, options)
     err = stderr_console()
     if as_dot:

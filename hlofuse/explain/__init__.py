@@ -42,7 +42,7 @@ __all__ = [
 
 def explain(module: ir.Module, *, backend: str | None = None, pipeline: str | None = None,
             gpu: str | None = None, dump: DumpContext | None = None, fused: bool | None = None,
-            relax: tuple[str, ...] = ()) -> Explanation:
+            relax: tuple[str, ...] = (), xla_flags: tuple[str, ...] = ()) -> Explanation:
     """Explain `module`.  A module before fusion (or `fused=False`) is replayed first with the
     pipeline; a fused one (after_optimizations, a snapshot after fusion) is explained as given."""
     detected = detect(module, dump, backend, pipeline, gpu)
@@ -54,7 +54,7 @@ def explain(module: ir.Module, *, backend: str | None = None, pipeline: str | No
         from ..pipeline import Options, replay
 
         result = replay(module, Options(backend=detected.backend, pipeline=detected.pipeline,
-                                        gpu=detected.gpu, relax=tuple(relax)))
+                                        gpu=detected.gpu, relax=tuple(relax), xla_flags=tuple(xla_flags)))
         ex = explain_result(result, dump=dump, detected=detected.why)
         if dump is not None and dump.chosen.stage == "before_optimizations":
             from dataclasses import replace

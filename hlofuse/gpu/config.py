@@ -78,14 +78,42 @@ class GpuConfig:
 _TOKENS: dict[GpuConfig, int] = {}
 
 
+#: XLA flags the GPU analyses read: flag name → (GpuConfig field, value parser).
+MODELLED_FLAGS = {
+    "xla_gpu_mlir_emitter_level": ("mlir_emitter_level", int),
+    "xla_gpu_enable_reduction_epilogue_fusion": ("reduction_epilogue_fusion",
+                                                 lambda v: {"true": True, "false": False}[v.lower()]),
+}
+
+
+def parse_xla_flags(flags) -> tuple[dict, list[str]]:
+    """XLA_FLAGS text (`--xla_gpu_mlir_emitter_level=4 --xla_...`, one string or several) →
+    ({GpuConfig field: value} of the flags hlofuse models, [the other flags' names])."""
+    fields: dict = {}
+    ignored: list[str] = []
+    for token in " ".join(flags).split():
+        name, sep, value = token.lstrip("-").partition("=")
+        if name not in MODELLED_FLAGS:
+            ignored.append(name)
+            continue
+        field_name, parse = MODELLED_FLAGS[name]
+        try:
+            fields[field_name] = parse(value if sep else "true")
+        except (KeyError, ValueError):
+            raise ValueError(f"--{name}={value}: not a value XLA takes for this flag") from None
+    return fields, ignored
+
+
 def gpu_config(ctx) -> GpuConfig:
     """The GpuConfig of a replay context: `ctx.cache["gpu_config"]` when a caller set one
-    (the conformance runner does), else built from the context's device and pipeline."""
+    (the conformance runner does), else built from the context's device and pipeline, with the
+    XLA flags of its options applied over jax's defaults."""
     cached = ctx.cache.get("gpu_config")
     if cached is None:
         device = ctx.device or load_gpu(None)
         era = _ERA_OF_PIPELINE.get(ctx.pipeline, ERA_LEGACY)
-        cached = GpuConfig(device, era, mlir_emitter_level=JAX_MLIR_EMITTER_LEVEL[era])
+        fields, _ = parse_xla_flags(getattr(ctx.options, "xla_flags", ()))
+        cached = GpuConfig(device, era, **{"mlir_emitter_level": JAX_MLIR_EMITTER_LEVEL[era], **fields})
         ctx.cache["gpu_config"] = cached
     return cached
 
