@@ -31,7 +31,7 @@ class _Bar:
     def stage(self, text, total=None):
         if self.task is not None:
             self.progress.remove_task(self.task)
-        self.task = self.progress.add_task(text, total=total)
+        self.task = self.progress.add_task(markup(text), total=total)  # plan and rule names
 
     def advance(self):
         if self.task is not None:
