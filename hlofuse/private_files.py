@@ -40,6 +40,8 @@ def cache_folder(what: str) -> Path | None:
     """`<user cache>/hlofuse/<what>`, created 0700 where missing; None (with a one-line
     warning on stderr, once per process) when no folder of ours can be had there."""
     try:
+        if not hasattr(os, "getuid") or not hasattr(os, "O_NOFOLLOW"):
+            raise UnsafeFolder("this system cannot tell who owns a folder")
         base, parts = _cache_path()
         folder = base
         for part in (*parts, what):
