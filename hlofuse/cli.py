@@ -14,27 +14,31 @@ import click
 
 from . import __version__
 from .errors import EXIT_INPUT, HlofuseError, HloSyntaxError
+from .outputs import check_outputs, write_atomically  # noqa: F401  (the commands write through these)
+from .terminal import markup, printable
 
 # ------------------------------------------------------------------------------------------
 # Shared plumbing
 # ------------------------------------------------------------------------------------------
 
 
-def stdout_console():
+def stdout_console(width: int | None = None):
     """Rich output on stdout: colour only on a terminal; piped output is not squeezed into 80
-    columns (COLUMNS sets the width)."""
-    from rich.console import Console
+    columns (`width`, else COLUMNS, else 160).  Control characters of the text it prints are
+    shown as escapes (terminal.safe_console)."""
+    from .terminal import safe_console
 
-    width = None
-    if not sys.stdout.isatty():
+    if sys.stdout.isatty():
+        width = None
+    elif width is None:
         width = int(os.environ.get("COLUMNS", "160"))
-    return Console(highlight=False, soft_wrap=False, width=width)
+    return safe_console(highlight=False, soft_wrap=False, width=width)
 
 
 def stderr_console():
-    from rich.console import Console
+    from .terminal import safe_console
 
-    return Console(stderr=True, highlight=False)
+    return safe_console(stderr=True, highlight=False)
 
 
 def fail(err: HlofuseError, as_json: bool = False) -> None:
@@ -44,8 +48,8 @@ def fail(err: HlofuseError, as_json: bool = False) -> None:
         if isinstance(err, HloSyntaxError):
             payload.update(path=err.path, line=err.line, column=err.column)
         click.echo(json.dumps(payload))
-    else:
-        click.echo(err.one_line(), err=True)
+    else:  # the message and the source line quote the input: control characters made visible
+        click.echo(printable(err.one_line()), err=True)
         if isinstance(err, HloSyntaxError) and err.context():
             click.echo(err.context(), err=True)
     sys.exit(err.exit_code)
@@ -74,7 +78,7 @@ def guarded(as_json_param: str | None = "as_json") -> Callable:
                 if as_json:
                     click.echo(json.dumps({"error": message}))
                 else:
-                    click.echo(message, err=True)
+                    click.echo(printable(message), err=True)
                 sys.exit(1)
 
         inner.__name__ = fn.__name__
@@ -104,7 +108,7 @@ def load_input(path: str, module_name: str | None, stage: str | None, pipeline: 
     if module.warnings:
         err = stderr_console()
         for warning in module.warnings[:10]:
-            err.print(f"[yellow]warning:[/] {name}:{warning}")
+            err.print(f"[yellow]warning:[/] {markup(name)}:{markup(warning)}")
         if len(module.warnings) > 10:
             err.print(f"[yellow]warning:[/] ... and {len(module.warnings) - 10} more")
     return module, name
@@ -182,22 +186,22 @@ def parse_cmd(input, module_name, stage, as_json):
     from rich.table import Table
 
     out = stdout_console()
-    out.print(f"[bold]{module.name}[/]  ({name})")
+    out.print(f"[bold]{markup(module.name)}[/]  ({markup(name)})")
     out.print(f"{summary['computations']} computations, {summary['instructions']} instructions, "
-              f"entry [bold]{module.entry_name}[/]")
+              f"entry [bold]{markup(module.entry_name)}[/]")
     table = Table(title="kernels launched per computation", title_justify="left")
     table.add_column("computation")
     table.add_column("role")
     table.add_column("kernels", justify="right")
     table.add_column("of which")
     for row in summary["kernels"]["per_computation"]:
-        table.add_row(row["computation"], row["role"], str(row["kernels"]),
+        table.add_row(markup(row["computation"]), row["role"], str(row["kernels"]),
                       ", ".join(f"{v} {k}" for k, v in sorted(row["by_kind"].items(), key=lambda kv: -kv[1])))
     out.print(table)
     if summary["fusions"]:
-        out.print("fusions by kind: " + ", ".join(f"{k} {v}" for k, v in summary["fusions"].items()))
+        out.print("fusions by kind: " + ", ".join(f"{k} {v}" for k, v in summary["fusions"].items()), markup=False)
     top = list(summary["opcodes"].items())[:12]
-    out.print("most frequent opcodes: " + ", ".join(f"{k} {v}" for k, v in top))
+    out.print("most frequent opcodes: " + ", ".join(f"{k} {v}" for k, v in top), markup=False)
 
 
 @main.command("print")
@@ -215,36 +219,13 @@ def print_cmd(input, module_name, stage, short, output):
     """
     from .printer import SHORT, print_module
 
+    check_outputs({"-o": output}, [input])
     module, _ = load_input(input, module_name, stage)
     text = print_module(module, SHORT if short else None)
     if output:
         write_atomically(output, text)
     else:
         click.echo(text, nl=False)
-
-
-def write_atomically(path: str, text: str | bytes) -> None:
-    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
-    import tempfile
-
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    os.makedirs(folder, exist_ok=True)
-    mode = "wb" if isinstance(text, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    # mkstemp creates the file 0600; give the result the permissions a plain open() would.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    try:
-        with os.fdopen(fd, mode) as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _load_commands() -> None:

@@ -65,16 +65,28 @@ class HloSyntaxError(HlofuseError):
         return str(self)
 
     def context(self) -> str:
-        """The offending source line with a caret under the column (empty when unknown)."""
+        """The offending source line with a caret under the column (empty when unknown); its
+        control characters are shown as escapes (it is printed to a terminal), the caret moved
+        to match."""
+        from .terminal import printable
+
         if self.source_line is None or self.column is None:
             return ""
         line = self.source_line.rstrip("\r\n").expandtabs(1)
-        caret = " " * max(self.column - 1, 0) + "^"
-        return f"{line}\n{caret}"
+        before = printable(line[: max(self.column - 1, 0)])
+        return f"{before}{printable(line[max(self.column - 1, 0):])}\n{' ' * len(before)}^"
 
 
 class InputError(HlofuseError):
     """A file, folder or stage that cannot be read or found."""
+
+    exit_code = EXIT_INPUT
+
+
+class OutputError(HlofuseError):
+    """An output file (-o, --csv, --html) that cannot or must not be written: its folder is
+    missing, it is the input, a folder or a link.  Input's exit code: the command was given
+    paths it cannot use."""
 
     exit_code = EXIT_INPUT
 

@@ -7,7 +7,8 @@ import json
 
 import click
 
-from ..cli import guarded, main, stderr_console, stdout_console, write_atomically
+from ..cli import check_outputs, guarded, main, stderr_console, stdout_console, write_atomically
+from ..terminal import markup
 
 
 class _Bar:
@@ -30,7 +31,7 @@ class _Bar:
     def stage(self, text, total=None):
         if self.task is not None:
             self.progress.remove_task(self.task)
-        self.task = self.progress.add_task(text, total=total)
+        self.task = self.progress.add_task(markup(text), total=total)  # plan and rule names
 
     def advance(self):
         if self.task is not None:
@@ -65,15 +66,16 @@ def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file,
     """
     from .. import bench
 
+    check_outputs({"--csv": csv_file}, [input, inputs_file, gpu])
     err = stderr_console()
     dev = bench.choose_device(device)
     source = bench.load_source(input, module_name)
     names = list(plans) or list(bench.DEFAULT_PLANS)
     describe = dev.describe() if hasattr(dev, "describe") else dev.name
     if not as_json:
-        err.print(f"[dim]{source.name}: {source.backend} ({source.pipeline}); device {describe}[/]")
+        err.print(f"[dim]{markup(source.name)}: {source.backend} ({source.pipeline}); device {markup(describe)}[/]")
         for note in source.notes:
-            err.print(f"[dim]{note}[/]")
+            err.print(f"[dim]{markup(note)}[/]")
     with _Bar(err) as bar:
         plan_list = bench.make_plans(source, names, gpu, progress=lambda text: bar.stage(text))
         inputs = None
@@ -84,14 +86,16 @@ def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file,
         results = bench.run_plans(plan_list, dev, inputs=inputs, seed=seed, repeat=repeat, progress=bar)
     frame = bench.to_frame(results)
     if csv_file:
-        write_atomically(csv_file, frame.to_csv(index=False))
+        from ..render.csv import csv_text
+
+        write_atomically(csv_file, csv_text(frame))
     if as_json:
         click.echo(json.dumps(bench.to_json(describe, results, source), indent=2))
     else:
         _table(stdout_console(), results, describe)
         for r in results:
             for note in r.notes:
-                err.print(f"[dim]{r.name}: {note}[/]")
+                err.print(f"[dim]{markup(r.name)}: {markup(note)}[/]")
     if any(not r.ok for r in results):
         raise SystemExit(1)
 
@@ -99,20 +103,20 @@ def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file,
 def _table(out, results, device: str) -> None:
     from rich.table import Table
 
-    table = Table(title=f"plans on {device}", title_justify="left", box=None, padding=(0, 1))
+    table = Table(title=f"plans on {markup(device)}", title_justify="left", box=None, padding=(0, 1))
     table.add_column("plan", no_wrap=True)
     for name in ("kernels", "launches", "MB", "median", "speedup", "max err"):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("ok")
     for r in results:
         if r.error and r.kernels is None:
-            table.add_row(r.name, "", "", "", "", "", "", f"[red]{r.error}[/]")
+            table.add_row(markup(r.name), "", "", "", "", "", "", f"[red]{markup(r.error)}[/]")
             continue
         table.add_row(
-            r.name, str(r.kernels), str(r.launches), f"{r.bytes / 1e6:.2f}",
+            markup(r.name), str(r.kernels), str(r.launches), f"{r.bytes / 1e6:.2f}",
             _seconds(r.median_s), f"{r.speedup:.2f}x" if r.speedup else "",
             f"{r.max_rel_error:.2g}" if r.max_rel_error is not None else "",
-            "[green]yes[/]" if r.ok else f"[red]no[/] {r.error or ''}")
+            "[green]yes[/]" if r.ok else f"[red]no[/] {markup(r.error or '')}")
     out.print(table)
 
 

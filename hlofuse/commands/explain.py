@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from ..cli import guarded, input_options, load_input, main, stderr_console, write_atomically
+from ..cli import check_outputs, guarded, input_options, load_input, main, stderr_console, stdout_console, write_atomically
+from ..terminal import markup
 
 
 def backend_options(fn):
@@ -81,6 +82,7 @@ def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, re
       relaxable  whether `hlofuse fuse --relax RULE` may lift it (profitability only)
       XLA        XLA's own reason from *.priority_fusion_dump.txt, when the dump has it
     """
+    check_outputs({"--csv": csv_path, "--html": html_path}, [input, gpu])
     _, ex = build_explanation(input, module_name, stage, backend, pipeline, gpu, relax, xla_flags)
     err = stderr_console()
     if relax and ex.stage != "replayed":
@@ -90,10 +92,10 @@ def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, re
         from ..render.csv import to_csv
 
         write_atomically(csv_path, to_csv(ex))
-        err.print(f"[dim]wrote {csv_path}[/]")
+        err.print(f"[dim]wrote {markup(csv_path)}[/]")
     if html_path:
         write_atomically(html_path, html_report(ex))
-        err.print(f"[dim]wrote {html_path}[/]")
+        err.print(f"[dim]wrote {markup(html_path)}[/]")
     if as_json:
         from ..render.json import dumps
 
@@ -101,7 +103,8 @@ def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, re
         return
     from ..render.table import print_explanation
 
-    print_explanation(ex, _console(), limit=limit)
+    # wide enough for the boundary table when piped; a terminal keeps its own width
+    print_explanation(ex, stdout_console(width=200), limit=limit)
 
 
 def html_report(ex) -> str:
@@ -117,15 +120,6 @@ def html_report(ex) -> str:
             svg = to_svg(dot_source)
         except GraphvizMissing as missing:
             svg_error = str(missing)
-            stderr_console().print(f"[yellow]warning:[/] {missing}; the HTML report has no drawing")
+            stderr_console().print(f"[yellow]warning:[/] {markup(missing)}; the HTML report has no drawing")
     return render_html(ex, svg, dot_source, svg_error)
 
-
-def _console():
-    import sys
-
-    from rich.console import Console
-
-    # Wide enough for the boundary table when piped; a terminal keeps its own width.
-    width = None if sys.stdout.isatty() else 200
-    return Console(highlight=False, soft_wrap=False, width=width)

@@ -7,8 +7,9 @@ import json
 
 import click
 
-from ..cli import guarded, main, stderr_console, stdout_console, write_atomically
+from ..cli import check_outputs, guarded, main, stderr_console, stdout_console, write_atomically
 from ..errors import InputError
+from ..terminal import markup
 
 
 def _pipeline_options(fn):
@@ -40,13 +41,13 @@ def _options(input_path, module, backend, pipeline, passes, gpu, relax, library_
 
     backend, pipeline, why = _detect(input_path, module, backend, pipeline)
     if why:
-        stderr_console().print(f"[dim]{why}[/]")
+        stderr_console().print(f"[dim]{markup(why)}[/]")
     if backend == "gpu" and gpu is None:
         from ..device import detect_gpu
 
         gpu, why_gpu = detect_gpu(input_path, module)
         if why_gpu:
-            stderr_console().print(f"[dim]{why_gpu}[/]")
+            stderr_console().print(f"[dim]{markup(why_gpu)}[/]")
     return Options(backend=backend, pipeline=pipeline,
                    passes=tuple(p.strip() for p in passes.split(",") if p.strip()) if passes else None,
                    gpu=gpu, relax=tuple(relax), library_fusion=library_fusion,
@@ -82,7 +83,7 @@ def _load_for_fusion(input_path, module_name, stage, pipeline):
             files = dumpdir.choose_module(dumpdir.scan(input_path), module_name, input_path)
             snap = dumpdir.fusion_snapshot(files, "before_fusion", pipeline)
             if snap is not None:
-                err.print(f"[dim]replaying from XLA's snapshot right before fusion: {snap.path.name}[/]")
+                err.print(f"[dim]replaying from XLA's snapshot right before fusion: {markup(snap.path.name)}[/]")
                 stage = str(snap.step)
             else:
                 stage = "before_optimizations"
@@ -120,6 +121,7 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
     from ..collector import collector_paused
     from ..render.json import dumps_listing
 
+    check_outputs({"-o": output}, [input, gpu])
     options = _options(input, module_name, backend, pipeline, passes, gpu, relax, library_fusion, xla_flags)
     module, name = _load_for_fusion(input, module_name, stage, options.pipeline)
     result = replay(module, options)
@@ -147,17 +149,17 @@ def _print_result(result, baseline) -> None:
     from ..decision import Verdict
 
     out = stdout_console()
-    out.print(f"[bold]{result.input.name}[/]: {len(result.kernels)} kernels after "
+    out.print(f"[bold]{markup(result.input.name)}[/]: {len(result.kernels)} kernels after "
               f"{result.backend}/{result.pipeline} ({', '.join(result.passes)})"
-              + (f" on {result.gpu}" if result.gpu else ""))
+              + (f" on {markup(result.gpu)}" if result.gpu else ""))
     if baseline is not None:
-        out.print(f"relaxed {', '.join(result.relaxed)}: {len(baseline.kernels)} → {len(result.kernels)} kernels")
+        out.print(f"relaxed {markup(', '.join(result.relaxed))}: {len(baseline.kernels)} → {len(result.kernels)} kernels")
     kernels = Table(title="kernels", title_justify="left")
     for col in ("computation", "kernel", "kind", "instructions"):
         kernels.add_column(col)
     for k in result.kernels:
         members = ", ".join(k.instructions[:6]) + (f", … ({len(k.instructions)})" if len(k.instructions) > 6 else "")
-        kernels.add_row(k.computation, k.name, k.kind, members)
+        kernels.add_row(markup(k.computation), markup(k.name), markup(k.kind), markup(members))
     out.print(kernels)
     blocked = [d for d in result.decisions if d.verdict != Verdict.FUSED]
     table = Table(title=f"decisions that kept ops apart or were relaxed ({len(blocked)} of "
@@ -165,14 +167,14 @@ def _print_result(result, baseline) -> None:
     for col in ("pass", "producer → consumer", "rule", "why"):
         table.add_column(col)
     for d in blocked:
-        why = d.reason + (f"  [dim](XLA: {d.xla_reason})[/]" if d.xla_reason else "")
+        why = markup(d.reason) + (f"  [dim](XLA: {markup(d.xla_reason)})[/]" if d.xla_reason else "")
         rule = d.rule or ""
         if d.verdict == Verdict.RELAXED:
             rule = f"{', '.join(d.relaxed)} (relaxed)"
-        table.add_row(d.pass_name, f"{d.producer} → {d.consumer}", rule, why)
+        table.add_row(markup(d.pass_name), markup(f"{d.producer} → {d.consumer}"), markup(rule), why)
     out.print(table)
     for note in result.notes:
-        out.print(f"[dim]note: {note}[/]")
+        out.print(f"[dim]note: {markup(note)}[/]")
 
 
 # ------------------------------------------------------------------------------------------
@@ -328,9 +330,9 @@ def _print_check(result, show_all, xla_reasons) -> None:
     from rich.table import Table
 
     out = stdout_console()
-    out.print(f"[bold]{result.module}[/]: {result.reproduced} of {result.xla_kernels} XLA kernels reproduced "
+    out.print(f"[bold]{markup(result.module)}[/]: {result.reproduced} of {result.xla_kernels} XLA kernels reproduced "
               f"exactly ({result.agreement:.0%}) by the {result.backend}/{result.pipeline} replay"
-              + (f" on {result.gpu}" if result.gpu else ""))
+              + (f" on {markup(result.gpu)}" if result.gpu else ""))
     if all(m.status == "exact" for m in result.matches) and not show_all:
         return
     table = Table(title_justify="left")
@@ -341,13 +343,14 @@ def _print_check(result, show_all, xla_reasons) -> None:
             continue
         decisions = result.decisions.get((m.computation, m.xla_kernel, m.ours), ())
         why = "; ".join(
-            f"{d.producer}→{d.consumer}: {d.rule or d.verdict.value} {d.reason}"
-            + (f" [dim](XLA log: {xla_reasons(d.producer, d.consumer)})[/]"
+            markup(f"{d.producer}→{d.consumer}: {d.rule or d.verdict.value} {d.reason}")
+            + (f" [dim](XLA log: {markup(xla_reasons(d.producer, d.consumer))})[/]"
                if xla_reasons and xla_reasons(d.producer, d.consumer) else "")
             for d in decisions[:3])
         if m.kinds:
-            why = f"XLA made a {m.kinds[0]} fusion of these instructions, the replay a {m.kinds[1]} one"
+            why = markup(f"XLA made a {m.kinds[0]} fusion of these instructions, the replay a {m.kinds[1]} one")
         members = ", ".join(m.members[:5]) + (f", … ({len(m.members)})" if len(m.members) > 5 else "")
         style = {"exact": "green", "kind": "magenta", "missing": "red", "extra": "yellow"}[m.status]
-        table.add_row(m.computation, f"[{style}]{m.status}[/]", m.xla_kernel or "", m.ours or "", members, why)
+        table.add_row(markup(m.computation), f"[{style}]{m.status}[/]", markup(m.xla_kernel or ""),
+                      markup(m.ours or ""), markup(members), why)
     out.print(table)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from ..cli import guarded, main, stderr_console, write_atomically
+from ..cli import check_outputs, guarded, main, stderr_console, write_atomically
+from ..terminal import markup
 from .explain import backend_options, build_explanation
 
 
@@ -49,6 +50,7 @@ def render_cmd(input, output, module_name, stage, computation, focus, radius, co
     from ..render.dot import DrawOptions, to_dot
     from ..render.svg import GraphvizMissing, to_svg
 
+    check_outputs({"-o": output}, [input, gpu])
     options = DrawOptions(computation=computation, focus=focus, radius=radius, collapse=collapse)
     if stage in ("before", "before_fusion"):
         module = _before_module(input, module_name, pipeline)
@@ -61,7 +63,7 @@ def render_cmd(input, output, module_name, stage, computation, focus, radius, co
     err = stderr_console()
     if as_dot:
         write_atomically(output, source)
-        err.print(f"[dim]wrote {output}[/]")
+        err.print(f"[dim]wrote {markup(output)}[/]")
         return
     try:
         svg = to_svg(source)
@@ -70,7 +72,7 @@ def render_cmd(input, output, module_name, stage, computation, focus, radius, co
         write_atomically(dot_path, source)
         raise GraphvizMissing(f"{missing} (the DOT source is in {dot_path})") from None
     write_atomically(output, svg)
-    err.print(f"[dim]wrote {output}[/]")
+    err.print(f"[dim]wrote {markup(output)}[/]")
 
 
 def _before_module(input, module_name, pipeline):

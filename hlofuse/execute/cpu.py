@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import private_files
 from ..errors import BackendUnavailable, ExecutionError
 from .emit import ctype
 from .kernel import KernelBody
@@ -62,14 +63,6 @@ def render_kernel(body: KernelBody) -> str:
     return "\n".join(lines)
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("HLOFUSE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(tempfile.gettempdir(), f"hlofuse-{os.getuid()}"), "kernels")
-    path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def compiler() -> str:
     for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
         if name and shutil.which(name):
@@ -77,30 +70,73 @@ def compiler() -> str:
     raise BackendUnavailable("no C compiler found (set CC, or install gcc): the CPU target compiles its kernels")
 
 
-def compile_library(source: str) -> Path:
-    """Compile (or find in the cache) the shared library of a kernel file."""
-    cc = compiler()
+def library_name(cc: str, source: str) -> str:
+    """The cache entry of a kernel file: keyed by the compiler, its flags, the machine and the
+    source."""
     key = hashlib.sha256((cc + " ".join(CFLAGS) + os.uname().machine + source).encode()).hexdigest()[:24]
-    folder = cache_dir()
-    lib = folder / f"k{key}.so"
-    if lib.exists():
-        return lib
-    src = folder / f"k{key}.c"
+    return f"k{key}.so"
+
+
+def build_library(cc: str, source: str, folder: Path) -> Path:
+    """Compile a kernel file into `folder` (a fresh private one: nothing in it to follow)."""
+    src, lib = folder / "kernels.c", folder / "kernels.so"
     src.write_text(source)
-    tmp = folder / f"k{key}.{os.getpid()}.so"
-    proc = subprocess.run([cc, *CFLAGS, "-o", str(tmp), str(src), "-lm"], capture_output=True, text=True)
+    proc = subprocess.run([cc, *CFLAGS, "-o", str(lib), str(src), "-lm"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise ExecutionError(f"the C compiler rejected the generated kernels ({src}):\n{proc.stderr[-2000:]}")
-    os.replace(tmp, lib)
     return lib
+
+
+def load_library(source: str) -> tuple[ctypes.CDLL, Path]:
+    """The compiled kernels of a kernel file, loaded, and where they were loaded from.
+
+    A library is code run as the user, so it is cached only in the user's private folder
+    (private_files.cache_folder) and loaded only when its digest matches the seal written
+    with it; an entry that fails to verify or to load (a truncated file, which would crash the
+    process with SIGBUS) is discarded and built again.  Each build happens in a fresh mkdtemp
+    folder; without a private cache folder, the library is loaded from there and the folder
+    deleted (the loaded library stays mapped)."""
+    cc = compiler()
+    name = library_name(cc, source)
+    folder = private_files.cache_folder("kernels")
+    if folder is not None:
+        cached = private_files.verified(folder, name)
+        if cached is not None:
+            try:
+                return ctypes.CDLL(str(cached)), cached
+            except OSError:  # verified, yet it does not load (another machine's?): build it again
+                private_files.discard(folder, name)
+    build = Path(tempfile.mkdtemp(prefix=".build-", dir=folder) if folder is not None
+                 else tempfile.mkdtemp(prefix="hlofuse-kernels-"))
+    try:
+        lib = build_library(cc, source, build)
+    except ExecutionError:
+        raise  # the folder is kept: the message names the source the compiler rejected
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        raise
+    try:
+        if folder is None:
+            return _open(lib), lib
+        os.replace(build / "kernels.c", folder / (name[:-3] + ".c"))  # kept, to read the kernels
+        path = private_files.adopt(folder, name, lib)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    return _open(path), path
+
+
+def _open(lib: Path) -> ctypes.CDLL:
+    try:
+        return ctypes.CDLL(str(lib))
+    except OSError as err:
+        raise ExecutionError(f"the compiled kernels do not load ({lib}): {err}") from None
 
 
 class Library:
     """The compiled kernels of one plan."""
 
     def __init__(self, bodies: list[KernelBody]):
-        self.path = compile_library(render(bodies))
-        self._lib = ctypes.CDLL(str(self.path))
+        self._lib, self.path = load_library(render(bodies))
 
     def kernel(self, name: str):
         fn = getattr(self._lib, name)

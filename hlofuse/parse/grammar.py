@@ -1,19 +1,27 @@
 """The grammar (grammars/hlo.lark) and the parser built from it, once per process: Lark's
 LALR tables come from an on-disk cache, and the grammar's terminals are handed out as compiled
-patterns, so that the rest of the parser reads the text with the grammar's own definitions."""
+patterns, so that the rest of the parser reads the text with the grammar's own definitions.
+
+The cache is a pickle, and unpickling runs code: it is read only from the user's private
+cache folder (hlofuse/private_files.py: ours, not writable by others, the entry's digest
+checked); where there is none, the grammar is compiled in memory and nothing is cached."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import hashlib
-import os
+import io
+import pickle
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import lark
+
+from .. import private_files
+
+CACHE_FOLDER = "grammar"
 
 
 def grammar_path() -> Path:
@@ -25,32 +33,42 @@ def grammar_path() -> Path:
     raise FileNotFoundError("grammars/hlo.lark not found beside the hlofuse package")
 
 
-def cache_file(grammar_text: str) -> str:
-    """Where Lark keeps the compiled tables (building them takes seconds; loading, milliseconds)."""
+def cache_name(grammar_text: str) -> str:
+    """The cache entry of a grammar, keyed by its text, Lark's version and Python's: a pickle of
+    Lark's tables is only valid for those."""
     digest = hashlib.sha256((grammar_text + lark.__version__ + sys.version).encode()).hexdigest()[:16]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = os.path.join(base, "hlofuse")
-    try:
-        os.makedirs(folder, exist_ok=True)
-        probe = os.path.join(folder, ".write-test")
-        with open(probe, "w"):
-            pass
-        os.unlink(probe)
-    except OSError:
-        folder = tempfile.gettempdir()
-    return os.path.join(folder, f"hlo-grammar-{digest}.lark-cache")
+    return f"hlo-grammar-{digest}.lark-cache"
 
 
 @functools.lru_cache(maxsize=None)
 def parser() -> lark.Lark:
     """The HLO parser: LALR(1), hlofuse's contextual lexer (`Lexer`), callbacks run during
-    parsing (no parse tree is built)."""
+    parsing (no parse tree is built).  Compiling the grammar takes about a second; loading
+    Lark's tables from the cache, some 20 ms."""
+    text = grammar_path().read_text()
+    name = cache_name(text)
+    folder = private_files.cache_folder(CACHE_FOLDER)
+    if folder is not None:
+        data = private_files.read(folder, name)
+        if data is not None:
+            cached = _from_cache(data)
+            if cached is not None:
+                return cached
+            private_files.discard(folder, name)
+    built = _compile(text)
+    if folder is not None:
+        try:
+            private_files.store(folder, name, _to_cache(built))
+        except (OSError, pickle.PicklingError):  # a full disk, a Lark that cannot save: no cache
+            pass
+    return built
+
+
+def _compile(text: str) -> lark.Lark:
     # Imported here: the lexer and the callbacks use the grammar's terminals (terminal_regex).
     from .callbacks import Callbacks
     from .lexer import Lexer
 
-    path = grammar_path()
-    text = path.read_text()
     with _memoized_regexp_width():
         return lark.Lark(
             text,
@@ -58,9 +76,34 @@ def parser() -> lark.Lark:
             lexer=Lexer,
             start=["start", "computation_body", "attribute_value", "token_pieces"],
             transformer=Callbacks(),
-            cache=cache_file(text),
             maybe_placeholders=False,
         )
+
+
+#: Options that hold objects rather than tables: left out of the cache and given again when
+#: loading, as Lark's own `cache=` does.
+_RUNTIME_OPTIONS = ("transformer", "postlex", "lexer_callbacks", "tree_class", "_plugins")
+
+
+def _to_cache(built: lark.Lark) -> bytes:
+    buffer = io.BytesIO()
+    built.save(buffer, exclude_options=_RUNTIME_OPTIONS)
+    return buffer.getvalue()
+
+
+def _from_cache(data: bytes) -> lark.Lark | None:
+    """The parser from saved tables, or None when this Lark cannot read them (the entry is then
+    built again).  Lark's public `load` takes no transformer; its `_load` does, and is what
+    Lark's own `cache=` option calls."""
+    from .callbacks import Callbacks
+
+    load = getattr(lark.Lark, "_load", None)
+    if load is None:
+        return None
+    try:
+        return load(lark.Lark.__new__(lark.Lark), io.BytesIO(data), transformer=Callbacks())
+    except Exception:  # tables saved by another Lark: build them again
+        return None
 
 
 @contextlib.contextmanager

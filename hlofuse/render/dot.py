@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .. import attributes, ir
 from ..kernels import executed_computations, is_kernel
+from ..terminal import printable
 
 #: Edge colours by rule tag (first match); the table renderer uses the same families.
 TAG_COLORS = (
@@ -483,5 +484,8 @@ def _node(node: _Node) -> str:
 
 
 def _q(text: str) -> str:
-    """A DOT string literal (newlines become DOT's centred line breaks)."""
+    """A DOT string literal (newlines become DOT's centred line breaks).  Labels quote the dump:
+    quotes and backslashes are escaped so that Graphviz reads them as text, and other control
+    characters are shown as `\\xNN` (XML, hence SVG, cannot hold most of them)."""
+    text = printable(text, keep_newlines=True)
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'

@@ -1,12 +1,14 @@
-"""An explanation for people: rich tables (colour only on a terminal; rich decides)."""
+"""An explanation for people: rich tables (colour only on a terminal; rich decides).  Text from
+the dump goes through terminal.markup: control characters shown as escapes, markup escaped."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+
+from ..terminal import markup
 
 #: Colours of boundary reasons, by rule tag (first match) — the same families as the SVG.
 TAG_STYLES = (
@@ -30,13 +32,13 @@ def print_explanation(ex, console: Console, *, limit: int | None = None) -> None
     """The whole report: header, kernels per computation, loops, boundaries, rules, hints."""
     s = ex.summary()
     pipeline = f", {ex.pipeline} pipeline" if ex.pipeline else ""
-    gpu = f", {ex.gpu}" if ex.gpu else ""
+    gpu = f", {markup(ex.gpu)}" if ex.gpu else ""
     replayed = " (fused by hlofuse's replay)" if ex.stage == "replayed" else ""
-    console.print(f"[bold]{escape(ex.module)}[/] — {ex.backend}{pipeline}{gpu}{replayed}")
+    console.print(f"[bold]{markup(ex.module)}[/] — {ex.backend}{pipeline}{gpu}{replayed}")
     if ex.input:
-        console.print(f"[dim]{escape(str(ex.input))}[/]")
+        console.print(f"[dim]{markup(str(ex.input))}[/]")
     if ex.detected:
-        console.print(f"[dim]{escape(ex.detected)}[/]")
+        console.print(f"[dim]{markup(ex.detected)}[/]")
     launched = s["kernels_launched"]
     console.print(f"{s['kernels']} kernels; {launched if launched is not None else 'unknown number of'} "
                   f"launches per run; {s['boundaries']} boundaries ({s['unknown']} unknown); "
@@ -55,9 +57,9 @@ def print_explanation(ex, console: Console, *, limit: int | None = None) -> None
     if hints:
         console.print("[bold]Hints[/]")
         for text, numbers in hints.items():
-            console.print(f"  • {escape(text)} [dim](boundaries {_ranges(numbers)})[/]")
+            console.print(f"  • {markup(text)} [dim](boundaries {_ranges(numbers)})[/]")
     for note in ex.notes:
-        console.print(f"[yellow]note:[/] {escape(note)}")
+        console.print(f"[yellow]note:[/] {markup(note)}")
 
 
 def computations_table(ex) -> Table:
@@ -69,7 +71,7 @@ def computations_table(ex) -> Table:
     table.add_column("runs", justify="right")
     for c in ex.computations:
         runs = "?" if c.runs is None else _int(c.runs)
-        table.add_row(escape(c.name), c.role, str(c.kernels),
+        table.add_row(markup(c.name), c.role, str(c.kernels),
                       ", ".join(f"{v} {k}" for k, v in sorted(c.by_kind.items(), key=lambda kv: -kv[1])), runs)
     return table
 
@@ -87,7 +89,7 @@ def loops_table(ex) -> Table:
             "condition not launched: trip count known"
         per = f"{lp.kernels_per_iteration} (body {lp.body_kernels}; {cond})"
         total = "?" if lp.kernels_total is None else str(lp.kernels_total)
-        table.add_row(escape(lp.name), escape(lp.source.short()) if lp.source else "", trip, per, total)
+        table.add_row(markup(lp.name), markup(lp.source.short()) if lp.source else "", trip, per, total)
     return table
 
 
@@ -108,12 +110,12 @@ def boundaries_table(ex, *, limit: int | None = None) -> Table:
             else b.consumer
         producer = f"{b.producer} ({b.producer_kernel})" if b.producer != b.producer_kernel else b.producer
         style = rule_style(b.rule, b.tags)
-        why = escape(b.reason)
+        why = markup(b.reason)
         if b.xla_reason:
             mark = "" if b.agrees_with_xla is not False else " [bold red]≠[/]"
-            why += f"\n[dim]XLA: {escape(b.xla_reason)}[/]{mark}"
-        table.add_row(str(i), escape(f"{producer} → {consumer}"), f"[{style}]{escape(b.rule)}[/]", why,
-                      _bytes(b.bytes), escape(b.source.short()) if b.source else "")
+            why += f"\n[dim]XLA: {markup(b.xla_reason)}[/]{mark}"
+        table.add_row(str(i), markup(f"{producer} → {consumer}"), f"[{style}]{markup(b.rule)}[/]", why,
+                      _bytes(b.bytes), markup(b.source.short()) if b.source else "")
     return table
 
 
@@ -132,7 +134,7 @@ def rules_table(ex) -> Table:
         row[3] = b.tags
     for rule, (count, nbytes, relaxable, tags) in sorted(totals.items(), key=lambda kv: (-kv[1][0], kv[0])):
         rel = "?" if relaxable is None else ("yes" if relaxable else "no")
-        table.add_row(f"[{rule_style(rule, tags)}]{escape(rule)}[/]", str(count), rel, _bytes(nbytes))
+        table.add_row(f"[{rule_style(rule, tags)}]{markup(rule)}[/]", str(count), rel, _bytes(nbytes))
     return table
 
 
