@@ -7,7 +7,7 @@ import json
 
 import click
 
-from ..cli import guarded, main, stderr_console, stdout_console, write_atomically
+from ..cli import guarded, main, stdout_console, write_atomically
 from ..errors import OptionError
 
 
