@@ -167,10 +167,19 @@ def other_files(folder: str | os.PathLike, key: str) -> list[str]:
 
 
 STAGES = ("before_optimizations", "before_fusion", "after_fusion", "after_optimizations", "last")
+#: Short names every command accepts: `before` the module right before fusion, `after` (or
+#: `fused`) the default, XLA's final module.
+STAGE_ALIASES = {"before": "before_fusion", "after": None, "fused": None}
+
+
+def canonical_stage(stage: str | None) -> str | None:
+    return STAGE_ALIASES.get(stage, stage) if stage is not None else None
 
 
 def choose_stage(files: list[DumpFile], stage: str | None, pipeline: str | None = None) -> DumpFile:
-    """One file of a module by stage name (see STAGES), step number or pass name (`after_P`)."""
+    """One file of a module by stage name (see STAGES and STAGE_ALIASES), step number or pass
+    name (`after_P`)."""
+    stage = canonical_stage(stage)
     hlo = [f for f in files if f.stage != "priority_fusion_dump"]
     if not hlo:
         raise InputError("this module has no HLO text files")

@@ -29,8 +29,6 @@ from .errors import BackendUnavailable, InputError, OptionError
 MODULE, EXPLAIN, REPLAY, BEFORE, CHECK, BENCH = "module", "explain", "replay", "before", "check", "bench"
 NEEDS = (MODULE, EXPLAIN, REPLAY, BEFORE, CHECK, BENCH)
 PIPELINES = {"legacy": "gpu", "priority": "gpu", "cpu": "cpu"}
-#: Stage names every command accepts besides dumpdir.STAGES, step numbers and after_PASS.
-STAGE_ALIASES = {"before": "before_fusion", "after": None, "fused": None}
 
 
 @dataclass(frozen=True)
@@ -153,7 +151,9 @@ def resolve(path: str, *, need: str = MODULE, module: str | None = None, stage: 
     if need not in NEEDS:
         raise ValueError(f"need must be one of {NEEDS}")
     check_options(backend=backend, pipeline=pipeline, gpu=gpu, relax=relax)
-    stage = STAGE_ALIASES.get(stage, stage) if stage is not None else None
+    from .dumpdir import canonical_stage
+
+    stage = canonical_stage(stage)
     path = str(path)
     found = _locate(path, module, stage, after_path)
     files = found.files
