@@ -208,7 +208,7 @@ def parse_cmd(input, module_name, stage, as_json):
     out.print(f"{summary['computations']} computations, {summary['instructions']} instructions, "
               f"entry [bold]{module.entry_name}[/]; {summary['kernels']['total']} kernels in "
               f"{escape(summary['kernels']['counted_in'])}")
-    table = Table(title="kernels launched per computation", title_justify="left")
+    table = Table(title="kernels per computation (launched once each time the computation runs)", title_justify="left")
     table.add_column("computation")
     table.add_column("role")
     table.add_column("kernels", justify="right")
