@@ -4,6 +4,7 @@ Primary API:
     loads(text) -> Module        parse HLO text
     load(path) -> Module         parse a file, a --xla_dump_to folder, or "-" for stdin
     dumps(module) -> str         print HLO text that XLA and hlofuse parse back
+    resolve(path, need=...)      what a command works on: module, stages, backend, pipeline, GPU, evidence
 """
 
 from __future__ import annotations
@@ -25,11 +26,20 @@ def loads(text: str, *, path: str | None = None, strict: bool = False) -> Module
 
 
 def load(path, *, module: str | None = None, stage: str | None = None, strict: bool = False) -> Module:
-    """Parse an HLO file, a `--xla_dump_to` folder (choose with `module` and `stage`), or "-" (stdin)."""
-    from .dumpdir import read_input
+    """Parse an HLO file, a `--xla_dump_to` folder (choose with `module` and `stage`, as the
+    commands do), or "-" (stdin)."""
+    return resolve(path, module=module, stage=stage, strict=strict).module
 
-    text, name = read_input(str(path), module=module, stage=stage)
-    return loads(text, path=name, strict=strict)
+
+def resolve(path, *, need: str = "module", module: str | None = None, stage: str | None = None,
+            backend: str | None = None, pipeline: str | None = None, gpu: str | None = None, **kwargs):
+    """The input resolution every command uses (hlofuse.inputs.resolve): the module and the
+    stages `need` asks for ("module", "explain", "replay", "check", "bench"), the backend,
+    pipeline and GPU, and one line of evidence per decision (`.evidence`)."""
+    from .inputs import resolve as _resolve
+
+    return _resolve(str(path), need=need, module=module, stage=stage, backend=backend, pipeline=pipeline,
+                    gpu=gpu, **kwargs)
 
 
 def dumps(module: Module) -> str:
@@ -41,5 +51,5 @@ def dumps(module: Module) -> str:
 
 __all__ = [
     "Computation", "HloSyntaxError", "HlofuseError", "Instruction", "Module", "Shape",
-    "dumps", "load", "loads",
+    "dumps", "load", "loads", "resolve",
 ]

@@ -14,6 +14,14 @@ A plan is a module to run:
 Every plan runs on the same inputs (execute/inputs.py, or the user's), its outputs are
 compared with the reference evaluator's on the `unfused` module, and its runs are
 interleaved with the other plans' so that a machine's changing load hits all plans alike.
+A plan that cannot be made for this input (`loop` without a suitable loop, a replay without
+the module before fusion) is skipped, with the reason.
+
+Timings: the median of the runs, with their spread (min, max, interquartile range).  A
+plan's spread is its IQR over its median (with fewer than 4 runs, max − min over the median);
+above NOISY_SPREAD the plan is flagged noisy.  Ratios are of medians, and a ratio between two
+plans is within noise when it is closer to 1 than the two plans' spreads added: below
+1 + spread(A) + spread(B), the measurement cannot tell the plans apart.
 
     plans = make_plans(load_source("dump/"), ["unfused", "xla", "loop"])
     results = run_plans(plans, device=choose_device("cpu"), repeat=5)
@@ -32,10 +40,9 @@ from . import ir
 from .errors import BackendUnavailable, ExecutionError, HlofuseError, InputError
 
 DEFAULT_PLANS = ("unfused", "xla")
-
-#: GPU descriptions by the compute capability XLA writes into dump file names.
-_GPU_BY_SM = {"sm_6.0": "p100", "sm_7.0": "v100", "sm_7.5": "rtx2080ti", "sm_8.0": "a100_sxm_80",
-              "sm_8.6": "a6000", "sm_9.0": "h100_sxm", "sm_9.0a": "h100_sxm"}
+PLAN_NAMES = ("unfused", "xla", "replay", "relax:RULE", "loop")
+#: A plan whose runs spread more than this (IQR over median) is flagged noisy.
+NOISY_SPREAD = 0.10
 
 
 # ------------------------------------------------------------------------------------------
@@ -52,61 +59,33 @@ class Source:
     before: ir.Module | None
     after: ir.Module | None
     backend: str
-    pipeline: str
+    pipeline: str | None
     gpu: str | None = None
     notes: list[str] = field(default_factory=list)
-
-
-def _parse(path: Path) -> ir.Module:
-    from .parse import parse_text
-
-    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
-        return parse_text(fh.read(), str(path))
-
-
-def _has_fusions(module: ir.Module) -> bool:
-    return any(i.opcode == "fusion" for _, i in module.instructions())
+    evidence: tuple[str, ...] = ()
 
 
 def load_source(path: str, module_name: str | None = None, stage: str | None = None) -> Source:
-    """Read a dump folder (the before-fusion snapshot and the after_optimizations module) or
-    one HLO file (fused or not, as its fusions say)."""
-    from . import dumpdir
-    from .backend import detect_backend
+    """Read a dump folder (the before-fusion snapshot and XLA's fused module) or one HLO file
+    (fused or not), through the same input resolution as every command."""
+    from .inputs import BENCH, is_fused, resolve
 
-    p = Path(path)
-    notes: list[str] = []
-    gpu = None
-    if p.is_dir() and stage is None:
-        files = dumpdir.choose_module(dumpdir.scan(p), module_name, path)
-        detection = detect_backend(p)
-        before_file = dumpdir.fusion_snapshot(files, "before_fusion", detection.pipeline)
-        after_file = next((f for f in files if f.stage == "after_optimizations"), None) \
-            or dumpdir.fusion_snapshot(files, "after_fusion", detection.pipeline)
-        before = _parse(before_file.path) if before_file else None
-        after = _parse(after_file.path) if after_file else None
-        if before_file:
-            notes.append(f"unfused: {before_file.path.name}")
-        if after_file:
-            notes.append(f"xla: {after_file.path.name}")
-            device = after_file.device or ""
-            gpu = _GPU_BY_SM.get(device.replace("_gpu", ""))
-        name = files[0].key
-        if before is None and after is None:
-            raise InputError(f"{path}: no module before or after fusion in this dump")
-        detection = detect_backend(p, after or before)
-    else:
-        from .dumpdir import read_input
-        from .parse import parse_text
-
-        text, name = read_input(path, module=module_name, stage=stage)
-        module = parse_text(text, name)
-        detection = detect_backend(path if not p.is_dir() else None, module)
-        if _has_fusions(module):
-            before, after = None, module
+    resolved = resolve(path, need=BENCH, module=module_name, stage=stage)
+    before = resolved.before.module if resolved.before is not None else None
+    after = resolved.after.module if resolved.after is not None else None
+    notes = []
+    if resolved.before is not None:
+        notes.append(f"unfused: {Path(resolved.before.name).name}")
+    if resolved.after is not None:
+        notes.append(f"xla: {Path(resolved.after.name).name}")
+    if before is None and after is None:
+        if is_fused(resolved):
+            after = resolved.module
         else:
-            before, after = module, None
-    return Source(name, before, after, detection.backend, detection.pipeline, gpu, notes)
+            before = resolved.module
+    name = resolved.files[0].key if resolved.files and resolved.folder is not None and Path(path).is_dir() \
+        else resolved.main.name
+    return Source(name, before, after, resolved.backend, resolved.pipeline, resolved.gpu, notes, resolved.evidence)
 
 
 def unfuse(module: ir.Module) -> ir.Module:
@@ -153,16 +132,46 @@ class Plan:
     loop: bool = False
     origin: str = ""
     error: str | None = None
+    skipped: str | None = None  # why the plan does not apply to this input
+
+
+class NotApplicable(HlofuseError):
+    """A plan that cannot be made for this input (no suitable loop, no module to replay)."""
+
+
+def check_plan_names(names: Sequence[str]) -> list[str]:
+    """The plan names, checked before any work: unknown or repeated names are usage errors,
+    `relax:RULE` rules must exist and be relaxable (exit code of a rule reference)."""
+    from .errors import OptionError
+    from .rules import resolve_relax
+
+    seen = []
+    for name in names:
+        if name in seen:
+            raise OptionError(f"--plan {name} is given twice")
+        seen.append(name)
+        if name in ("unfused", "xla", "replay", "loop"):
+            continue
+        if name.startswith("relax:"):
+            rules = tuple(r for r in name[len("relax:"):].split(",") if r)
+            if not rules:
+                raise OptionError("--plan relax: needs a rule, e.g. relax:concat")
+            resolve_relax(rules)
+            continue
+        raise OptionError(f"unknown plan {name!r}; plans: {', '.join(PLAN_NAMES)}")
+    return seen
 
 
 def make_plans(source: Source, names: Sequence[str], gpu: str | None = None,
                progress: Callable[[str], None] | None = None) -> list[Plan]:
-    """The plans named (`unfused`, `xla`, `relax:RULE`, `loop`), each with its module or the
-    reason it has none."""
+    """The plans named (`unfused`, `xla`, `relax:RULE`, `loop`), each with its module, or the
+    reason it does not apply (`skipped`) or failed (`error`)."""
     plans = []
     for name in names:
         try:
             plans.append(_make_plan(source, name, gpu or source.gpu, progress))
+        except NotApplicable as why:
+            plans.append(Plan(name, skipped=str(why)))
         except HlofuseError as err:
             plans.append(Plan(name, error=str(err)))
     return plans
@@ -171,9 +180,11 @@ def make_plans(source: Source, names: Sequence[str], gpu: str | None = None,
 def _replay(source: Source, relax: tuple[str, ...], gpu: str | None):
     from .pipeline import Options, replay
 
+    if source.backend == "tpu":
+        raise NotApplicable("XLA:TPU's fusion passes are not replayed")
     if source.before is None:
-        raise InputError("replaying needs the module before fusion; dump with --xla_dump_hlo_pass_re "
-                         "to keep XLA's snapshot before its fusion passes")
+        raise NotApplicable("replaying needs the module before fusion; dump with --xla_dump_hlo_pass_re "
+                            "to keep XLA's snapshot before its fusion passes")
     try:
         options = Options(backend=source.backend, pipeline=source.pipeline, relax=relax,
                           gpu=gpu if source.backend == "gpu" else None)
@@ -197,6 +208,7 @@ def _make_plan(source: Source, name: str, gpu: str | None, progress) -> Plan:
                 progress(f"replaying the {source.pipeline} pipeline")
             module, origin = _replay(source, (), gpu), f"the {source.pipeline} replay"
         if name == "loop":
+            _check_loop(module)
             return Plan(name, module, loop=True, origin=origin + ", while loops as one kernel")
         return Plan(name, module, origin=origin)
     if name == "replay":
@@ -210,7 +222,20 @@ def _make_plan(source: Source, name: str, gpu: str | None, progress) -> Plan:
         if progress:
             progress(f"replaying the {source.pipeline} pipeline with {', '.join(rules)} relaxed")
         return Plan(name, _replay(source, rules, gpu), origin=f"the {source.pipeline} replay, {', '.join(rules)} relaxed")
-    raise InputError(f"unknown plan {name!r}; plans: unfused, xla, replay, relax:RULE, loop")
+    raise InputError(f"unknown plan {name!r}; plans: {', '.join(PLAN_NAMES)}")
+
+
+def _check_loop(module: ir.Module) -> None:
+    """NotApplicable unless a while loop of `module` can run as one kernel (execute/loop.py)."""
+    from .execute.lower import lower
+
+    try:
+        lowered = lower(module, loop_kernels=True)
+    except HlofuseError:
+        return  # not about the loop: running the plan reports it
+    if not any(k.kind == "loop" for k in lowered.kernels):
+        raise NotApplicable("no while loop here runs as one kernel: " + "; ".join(lowered.notes)
+                            if lowered.notes else "the module has no while loop")
 
 
 # ------------------------------------------------------------------------------------------
@@ -252,12 +277,48 @@ class PlanResult:
     origin: str = ""
     notes: list[str] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
+    skipped: str | None = None
+    min_s: float | None = None
+    max_s: float | None = None
+    iqr_s: float | None = None
+    #: IQR over median (max − min over median with fewer than 4 runs); None with one run.
+    spread: float | None = None
+    #: Whether `speedup` is closer to 1 than this plan's and `unfused`'s spreads allow to tell.
+    speedup_within_noise: bool | None = None
+
+    @property
+    def noisy(self) -> bool:
+        return self.spread is not None and self.spread > NOISY_SPREAD
+
+    @property
+    def failed(self) -> bool:
+        return self.skipped is None and not self.ok
 
     def to_dict(self) -> dict:
         return {"name": self.name, "kernels": self.kernels, "launches": self.launches, "bytes": self.bytes,
                 "median_s": self.median_s, "speedup": self.speedup,
                 "max_rel_error": _finite(self.max_rel_error), "ok": self.ok, "error": self.error,
-                "origin": self.origin, "notes": list(self.notes)}
+                "origin": self.origin, "notes": list(self.notes), "skipped": self.skipped,
+                "runs": len(self.times), "min_s": self.min_s, "max_s": self.max_s, "iqr_s": self.iqr_s,
+                "spread": self.spread, "noisy": self.noisy, "speedup_within_noise": self.speedup_within_noise}
+
+
+def noise_floor(a: PlanResult, b: PlanResult) -> float | None:
+    """The smallest ratio between plans a and b that their run-to-run spread lets one trust."""
+    if a.spread is None or b.spread is None:
+        return None
+    return 1.0 + a.spread + b.spread
+
+
+def _spread(times: list[float]) -> tuple[float, float, float | None, float | None]:
+    """min, max, IQR (None below 4 runs) and the relative spread of `times`."""
+    lo, hi, med = min(times), max(times), float(np.median(times))
+    if len(times) < 2 or med <= 0:
+        return lo, hi, None, None
+    if len(times) < 4:
+        return lo, hi, None, (hi - lo) / med
+    q1, q3 = np.percentile(times, [25, 75])
+    return lo, hi, float(q3 - q1), float(q3 - q1) / med
 
 
 def _finite(x):
@@ -309,7 +370,7 @@ def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = 
     from .execute.runtime import Runner
 
     progress = progress or Progress()
-    results = {p.name: PlanResult(p.name, error=p.error, origin=p.origin) for p in plans}
+    results = {p.name: PlanResult(p.name, error=p.error, origin=p.origin, skipped=p.skipped) for p in plans}
     ordered = [results[p.name] for p in plans]
     usable = [p for p in plans if p.module is not None]
     if not usable:
@@ -374,11 +435,15 @@ def time_prepared(groups: list[Prepared], device, *, repeat: int = 5, warmup: in
             progress.advance()
     for result, _ in entries:
         result.median_s = median(result.times)
+        result.min_s, result.max_s, result.iqr_s, result.spread = _spread(result.times)
     for group in groups:
         base = next((r for r in group.results if r.name == "unfused"), None)
         for r in group.results:
             if base is not None and base.median_s and r.median_s:
                 r.speedup = base.median_s / r.median_s
+                floor = noise_floor(r, base)
+                if floor is not None and r is not base:
+                    r.speedup_within_noise = 1 / floor < r.speedup < floor
 
 
 def _etype(array: np.ndarray) -> str:
@@ -394,16 +459,20 @@ def to_frame(results: list[PlanResult]):
     import pandas as pd
 
     rows = [{k: v for k, v in r.to_dict().items() if k not in ("notes",)} for r in results]
+    # The first columns are the documented ones, in their order; the spread and skips follow.
     return pd.DataFrame(rows, columns=["name", "kernels", "launches", "bytes", "median_s", "speedup",
-                                       "max_rel_error", "ok", "error", "origin"])
+                                       "max_rel_error", "ok", "error", "origin", "runs", "min_s", "max_s",
+                                       "iqr_s", "spread", "noisy", "speedup_within_noise", "skipped"])
 
 
 def to_json(device_name: str, results: list[PlanResult], source: Source | None = None) -> dict:
-    payload = {"device": device_name, "plans": [r.to_dict() for r in results]}
+    payload = {"device": device_name, "plans": [r.to_dict() for r in results],
+               "noisy_spread": NOISY_SPREAD}
     if source is not None:
         payload["module"] = source.name
         payload["backend"] = source.backend
         payload["pipeline"] = source.pipeline
+        payload["evidence"] = list(source.evidence)
     return payload
 
 
@@ -426,5 +495,5 @@ def read_inputs(path: str, module: ir.Module) -> list[np.ndarray]:
     return out
 
 
-__all__ = ["BackendUnavailable", "Plan", "PlanResult", "Source", "choose_device", "load_source", "make_plans",
-           "run_plans", "to_frame", "to_json", "unfuse"]
+__all__ = ["BackendUnavailable", "NotApplicable", "Plan", "PlanResult", "Source", "check_plan_names", "choose_device",
+           "load_source", "make_plans", "noise_floor", "run_plans", "to_frame", "to_json", "unfuse"]

@@ -91,27 +91,39 @@ def guarded(as_json_param: str | None = "as_json") -> Callable:
 def input_options(fn):
     """INPUT plus --module/--stage, shared by every command that reads HLO."""
     fn = click.option("--stage", metavar="STAGE",
-                      help="Stage of a dump folder: before_optimizations, before_fusion, after_fusion, "
-                           "after_optimizations (default), last, a step number, or after_PASS.")(fn)
+                      help="Stage of a dump folder: before_optimizations, before_fusion (or before), "
+                           "after_fusion, after_optimizations (the default, or after), last, a step number, "
+                           "or after_PASS.")(fn)
     fn = click.option("--module", "module_name", metavar="NAME",
-                      help="Module of a dump folder (jit_f, module_0001...); default: the only or largest one.")(fn)
+                      help="Module of a dump folder (jit_f, module_0001, module_0001.jit_f); default: the only "
+                           "or largest one.  A name several modules share is an error listing them.")(fn)
     fn = click.argument("input", metavar="INPUT")(fn)
     return fn
 
 
-def load_input(path: str, module_name: str | None, stage: str | None, pipeline: str | None = None):
-    from .dumpdir import read_input
-    from .parse import parse_text
+def resolve_input(path: str, **kwargs):
+    """hlofuse.inputs.resolve, with the module's parse warnings printed on stderr."""
+    from .inputs import resolve
 
-    text, name = read_input(path, module=module_name, stage=stage, pipeline=pipeline)
-    module = parse_text(text, name)
-    if module.warnings:
+    resolved = resolve(path, **kwargs)
+    warnings = [w for w in resolved.warnings]
+    if warnings:
         err = stderr_console()
-        for warning in module.warnings[:10]:
-            err.print(f"[yellow]warning:[/] {markup(name)}:{markup(warning)}")
-        if len(module.warnings) > 10:
-            err.print(f"[yellow]warning:[/] ... and {len(module.warnings) - 10} more")
-    return module, name
+        for warning in warnings[:10]:
+            err.print(f"[yellow]warning:[/] {markup(warning)}")
+        if len(warnings) > 10:
+            err.print(f"[yellow]warning:[/] ... and {len(warnings) - 10} more")
+    return resolved
+
+
+def print_evidence(resolved, detection: bool = True) -> None:
+    """What was chosen and detected, in two dim lines on stderr (the command's data goes to
+    stdout); `detection=False` when the command prints the detection line itself."""
+    err = stderr_console()
+    if resolved.chosen:
+        err.print(f"[dim]{markup('; '.join(resolved.chosen))}[/]", soft_wrap=True)
+    if detection:
+        err.print(f"[dim]{markup(resolved.detected)}[/]", soft_wrap=True)
 
 
 class _Group(click.Group):
@@ -140,7 +152,8 @@ def main():
 # ------------------------------------------------------------------------------------------
 
 
-def module_summary(module) -> dict:
+def module_summary(module, resolved=None) -> dict:
+    from .counts import MODULE, WORDS
     from .kernels import count_kernels
 
     opcodes = Counter(instr.opcode for _, instr in module.instructions())
@@ -156,12 +169,14 @@ def module_summary(module) -> dict:
         "fusions": dict(fusions.most_common()),
         "kernels": {
             "total": sum(k.kernels for k in kernels),
+            "counted_in": (resolved.main.role or WORDS[MODULE]) if resolved is not None else WORDS[MODULE],
             "per_computation": [
                 {"computation": k.computation, "role": k.role, "kernels": k.kernels, "by_kind": k.by_kind}
                 for k in kernels
             ],
         },
         "warnings": list(module.warnings),
+        "evidence": list(resolved.evidence) if resolved is not None else [],
     }
 
 
@@ -178,8 +193,9 @@ def parse_cmd(input, module_name, stage, as_json):
       hlofuse parse dump/ --module jit_f --stage before_fusion
       cat model.hlo | hlofuse parse - --json | jq .kernels.total
     """
-    module, name = load_input(input, module_name, stage)
-    summary = module_summary(module)
+    resolved = resolve_input(input, module=module_name, stage=stage)
+    module, name = resolved.module, resolved.main.name
+    summary = module_summary(module, resolved)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -188,8 +204,9 @@ def parse_cmd(input, module_name, stage, as_json):
     out = stdout_console()
     out.print(f"[bold]{markup(module.name)}[/]  ({markup(name)})")
     out.print(f"{summary['computations']} computations, {summary['instructions']} instructions, "
-              f"entry [bold]{markup(module.entry_name)}[/]")
-    table = Table(title="kernels launched per computation", title_justify="left")
+              f"entry [bold]{markup(module.entry_name)}[/]; {summary['kernels']['total']} kernels in "
+              f"{markup(summary['kernels']['counted_in'])}")
+    table = Table(title="kernels per computation (launched once each time the computation runs)", title_justify="left")
     table.add_column("computation")
     table.add_column("role")
     table.add_column("kernels", justify="right")
@@ -220,7 +237,7 @@ def print_cmd(input, module_name, stage, short, output):
     from .printer import SHORT, print_module
 
     check_outputs({"-o": output}, [input])
-    module, _ = load_input(input, module_name, stage)
+    module = resolve_input(input, module=module_name, stage=stage).module
     text = print_module(module, SHORT if short else None)
     if output:
         write_atomically(output, text)

@@ -113,43 +113,30 @@ def load_gpu(name_or_file: str | None = None) -> DeviceSpec:
 
 
 #: Compute capability → the shipped description XLA would most likely have compiled for.
-_BY_CAPABILITY = {(6, 0): "p100", (7, 0): "v100", (7, 5): "rtx2080ti", (8, 0): "a100_sxm_80",
-                  (8, 6): "a6000", (9, 0): "h100_sxm"}
-_SM_RE = re.compile(r"\.sm_(\d+)\.(\d+)a?_gpu_after_optimizations")
+GPU_BY_CAPABILITY = {(6, 0): "p100", (7, 0): "v100", (7, 5): "rtx2080ti", (8, 0): "a100_sxm_80",
+                     (8, 6): "a6000", (9, 0): "h100_sxm"}
 
 
-def detect_gpu(folder: str | Path, module: str | None = None) -> tuple[str | None, str]:
-    """The GPU a dump folder was compiled for, as a shipped description name, and why:
-    PriorityFusion's log carries XLA's own device description; otherwise the file name of
-    after_optimizations names the compute capability (`sm_7.5`)."""
-    from . import dumpdir
+def gpu_for_capability(cc: tuple[int, int]) -> str | None:
+    return GPU_BY_CAPABILITY.get(cc)
 
-    path = Path(folder)
-    if not path.is_dir():
-        return None, ""
+
+def spec_in_fusion_log(path: str | Path) -> str | None:
+    """The shipped description matching the device PriorityFusion's log describes (its
+    `gpu_device_info` block), or None."""
     try:
-        files = dumpdir.choose_module(dumpdir.scan(path), module, str(path))
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+    block = re.search(r"gpu_device_info\s*\{", text)
+    if block is None:
+        return None
+    try:
+        seen = parse_spec(text[block.start(): block.start() + 4000], "dump")
     except InputError:
-        return None, ""
-    log = dumpdir.priority_fusion_log(files)
-    if log is not None:
-        text = log.path.read_text(errors="replace")
-        block = re.search(r"gpu_device_info\s*\{", text)
-        if block:
-            try:
-                seen = parse_spec(text[block.start(): block.start() + 4000], "dump")
-            except InputError:
-                seen = None
-            if seen is not None:
-                for name in available():
-                    spec = load_gpu(name)
-                    if (spec.core_count, spec.memory_bandwidth) == (seen.core_count, seen.memory_bandwidth):
-                        return name, f"gpu: {name} (the device XLA's fusion log describes)"
-    for f in files:
-        m = _SM_RE.search(f.path.name)
-        if m:
-            cc = (int(m.group(1)), int(m.group(2)))
-            name = _BY_CAPABILITY.get(cc)
-            if name:
-                return name, f"gpu: {name} (the dump was compiled for sm_{cc[0]}.{cc[1]})"
-    return None, ""
+        return None
+    for name in available():
+        spec = load_gpu(name)
+        if (spec.core_count, spec.memory_bandwidth) == (seen.core_count, seen.memory_bandwidth):
+            return name
+    return None

@@ -5,6 +5,7 @@ XLA names its dump files (xla/service/dump.cc):
   module_0001.jit_f.sm_9.0a_gpu_after_optimizations.txt     (GPU; cpu_after_optimizations on CPU)
   module_0001.jit_f.0004.fusion.after_dce.before_multi_output_fusion.txt   (per-pass snapshot)
   module_0001.jit_f.priority_fusion_dump.txt                 (PriorityFusion's log)
+  module_0001.jit_f.cl_612345678.after_optimizations.txt      (XLA:TPU, beside jit_f.tpu_comp_env.txt)
 Everything else there (protos, .dot, .html, .ll, .ptx, buffer assignment, memory reports,
 debug options, object files) is not HLO text and is skipped.
 """
@@ -23,6 +24,7 @@ _MODULE_RE = re.compile(r"module_(\d+)\.(.+)\.txt\Z")
 _PASS_RE = re.compile(r"(.+)\.(\d{4})\.(.+?)\.after_(.+?)\.before_(.+)\Z")
 # The device prefix of after_optimizations: cpu, sm_<major>.<minor>[a]_gpu (CUDA), gfx..._gpu
 # (ROCm), or none (XLA before 2021).  Device names may hold a dot, module names may too.
+_TPU_AFTER_OPT_RE = re.compile(r"(.+?)\.cl_\d+\.after_optimizations\Z")
 _AFTER_OPT_RE = re.compile(
     r"(.+?)\.(?:(cpu|sm_[0-9]+\.[0-9]+[a-z]*_gpu|[A-Za-z0-9]+_gpu|[A-Za-z0-9_]+?)_)?after_optimizations\Z")
 # Text files XLA writes beside the HLO that are not HLO (matched at the end of the name, so a
@@ -30,7 +32,8 @@ _AFTER_OPT_RE = re.compile(
 # .json, ...) never match _MODULE_RE.
 _NOT_HLO = re.compile(
     r"(?:-buffer-assignment|-memory-usage-report|-live[-_]range|\.thunk_sequence[\w\-]*|"
-    r"\.debug_options|\.autotune_results|\.execution_options|\.gpu_target_config)\Z"
+    r"\.debug_options|\.autotune_results|\.execution_options|\.gpu_target_config|\.tpu_comp_env|"
+    r"\.hlo_module_config|\.target_arguments|\.transfer_stats|\.basic_compiler_metadata)\Z"
 )
 
 #: The passes each fusion pipeline runs, by the names XLA gives them in dump file names.
@@ -70,6 +73,8 @@ class DumpFile:
     def backend(self) -> str | None:
         if self.device is None:
             return None
+        if self.device == "tpu":
+            return "tpu"
         return "cpu" if self.device.startswith("cpu") else "gpu"
 
     @property
@@ -95,6 +100,9 @@ def classify(path: Path) -> DumpFile | None:
     if m_pass is not None:
         module, step, pipeline, after, before = m_pass.groups()
         return DumpFile(path, module_id, module, "pass", int(step), pipeline, after, before)
+    m_tpu = _TPU_AFTER_OPT_RE.match(rest)
+    if m_tpu is not None:
+        return DumpFile(path, module_id, m_tpu.group(1), "after_optimizations", device="tpu")
     m_after = _AFTER_OPT_RE.match(rest)
     if m_after is not None:
         module, device = m_after.groups()
@@ -119,30 +127,59 @@ def modules(files: list[DumpFile]) -> list[str]:
 
 
 def choose_module(files: list[DumpFile], module: str | None, folder: str) -> list[DumpFile]:
-    """The files of one module: the one named (by `jit_f`, `module_0001` or the full key), or
-    the only module, or the one with the most instructions' worth of text."""
+    """The files of one module (see pick_module)."""
+    key, _ = pick_module(files, module, folder)
+    return [f for f in files if f.key == key]
+
+
+def pick_module(files: list[DumpFile], module: str | None, folder: str) -> tuple[str, str]:
+    """The key of one module, and why it was chosen: the one named (`jit_f`, `module_0001` or
+    the full key `module_0001.jit_f`; a name several modules share is an error listing them),
+    the only module, or the one with the most text."""
     keys = modules(files)
     if not keys:
         raise InputError(f"{folder}: no HLO text files from --xla_dump_to found here")
     if module is not None:
-        matches = [k for k in keys if module in (k, k.split(".", 1)[1], k.split(".", 1)[0])]
+        if module in keys:
+            return module, f"module {module} (--module)"
+        matches = [k for k in keys if module in (k.split(".", 1)[1], k.split(".", 1)[0])]
         if not matches:
             raise InputError(f"{folder}: no module {module!r}; modules here: {', '.join(keys)}")
-        key = matches[0]
-    elif len(keys) == 1:
-        key = keys[0]
-    else:
-        def size(k):
-            return max(f.path.stat().st_size for f in files if f.key == k)
-        key = max(keys, key=size)
-    return [f for f in files if f.key == key]
+        if len(matches) > 1:
+            raise InputError(f"{folder}: --module {module!r} matches {len(matches)} modules: {', '.join(matches)}; "
+                             f"name one in full (--module {matches[-1]})")
+        return matches[0], f"module {matches[0]} (--module {module})"
+    if len(keys) == 1:
+        return keys[0], f"module {keys[0]} (the only one here)"
+
+    def size(k):
+        return max(f.path.stat().st_size for f in files if f.key == k)
+
+    key = max(keys, key=size)
+    return key, f"module {key} (the largest of {len(keys)} modules here; --module to choose)"
+
+
+def other_files(folder: str | os.PathLike, key: str) -> list[str]:
+    """Names of a module's files that are not HLO text (protos, configs, XLA:TPU's
+    tpu_comp_env, ...): they say which compiler wrote the dump."""
+    prefix = key + "."
+    return sorted(p.name for p in Path(folder).iterdir() if p.name.startswith(prefix) and classify(p) is None)
 
 
 STAGES = ("before_optimizations", "before_fusion", "after_fusion", "after_optimizations", "last")
+#: Short names every command accepts: `before` the module right before fusion, `after` (or
+#: `fused`) the default, XLA's final module.
+STAGE_ALIASES = {"before": "before_fusion", "after": None, "fused": None}
+
+
+def canonical_stage(stage: str | None) -> str | None:
+    return STAGE_ALIASES.get(stage, stage) if stage is not None else None
 
 
 def choose_stage(files: list[DumpFile], stage: str | None, pipeline: str | None = None) -> DumpFile:
-    """One file of a module by stage name (see STAGES), step number or pass name (`after_P`)."""
+    """One file of a module by stage name (see STAGES and STAGE_ALIASES), step number or pass
+    name (`after_P`)."""
+    stage = canonical_stage(stage)
     hlo = [f for f in files if f.stage != "priority_fusion_dump"]
     if not hlo:
         raise InputError("this module has no HLO text files")

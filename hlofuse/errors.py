@@ -91,6 +91,14 @@ class OutputError(HlofuseError):
     exit_code = EXIT_INPUT
 
 
+class OptionError(HlofuseError):
+    """Options that contradict each other, name nothing known, or do not apply to this input
+    (`--relax` on a module that is not replayed, `--plan loop` on a module without a loop):
+    found before any work, reported with the usage exit code."""
+
+    exit_code = EXIT_USAGE
+
+
 class UnknownRuleRef(HlofuseError):
     """A rule id, name, tag or glob that matches no rule."""
 

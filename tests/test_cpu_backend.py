@@ -1,31 +1,32 @@
-"""Backend detection (hlofuse/backend.py): from dump file names and from module contents."""
+"""Backend detection (hlofuse/backend.py, through hlofuse.resolve): from dump file names and
+from module contents."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import hlofuse
-from hlofuse.backend import detect_backend
+from hlofuse.backend import detect
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_dumps"
 
 
 def test_cpu_dump_folder_and_files():
-    d = detect_backend(SAMPLES / "cpu" / "mlp")
+    d = hlofuse.resolve(SAMPLES / "cpu" / "mlp").detection
     assert (d.backend, d.pipeline) == ("cpu", "cpu") and "cpu_after_optimizations" in d.why
     before = next((SAMPLES / "cpu-noynn" / "mlp").glob("*before_fusion.txt"))
-    d = detect_backend(before)
-    assert d.backend == "cpu" and "HLO_passes_after_layout_assignment" in d.why
+    d = hlofuse.resolve(before).detection
+    assert d.backend == "cpu" and "cpu_after_optimizations" in d.why  # its sibling's name says so
 
 
 def test_gpu_dump_folders_name_their_pipeline():
-    assert detect_backend(SAMPLES / "gpu-current-h100" / "mlp").pipeline == "priority"
-    legacy = detect_backend(SAMPLES / "gpu-legacy-rtx2080ti" / "mlp")
-    assert (legacy.backend, legacy.pipeline) == ("gpu", "legacy") and "fusion_merger" in legacy.why
+    assert hlofuse.resolve(SAMPLES / "gpu-current-h100" / "mlp").pipeline == "priority"
+    legacy = hlofuse.resolve(SAMPLES / "gpu-legacy-rtx2080ti" / "mlp").detection
+    assert (legacy.backend, legacy.pipeline) == ("gpu", "legacy") and "GpuInstructionFusion" in legacy.why
     after = next((SAMPLES / "gpu-current-h100" / "mlp").glob("*gpu_after_optimizations.txt"))
-    d = detect_backend(after)
-    assert d.backend == "gpu" and "sm_9.0a_gpu" in d.why
+    d = hlofuse.resolve(after).detection
+    assert d.backend == "gpu" and "sm_9.0a" in d.why and d.gpu == "h100_sxm"
 
 
 def test_module_contents_without_telling_file_names():
@@ -38,30 +39,30 @@ ENTRY e {
   x = f32[8,8] parameter(0)
   ROOT f = f32[8,8] fusion(x), kind=kCustom, calls=body, backend_config={"outer_dimension_partitions":[],"fusion_config":{"kind":"__ynn_fusion"}}
 }""")
-    d = detect_backend("model.hlo", cpu)
-    assert d.backend == "cpu" and "__ynn_fusion" in d.why
+    d = detect(cpu, file="model.hlo")
+    assert d.backend == "cpu" and "__ynn_fusion" in d.why and "model.hlo" in d.why
     gpu = hlofuse.loads("""HloModule m
 ENTRY e {
   a = f32[8,8] parameter(0)
   ROOT g = (f32[8,8], s8[0]) custom-call(a, a), custom_call_target="__cublas$gemm", backend_config={"operation_queue_id":"0","gemm_backend_config":{}}
 }""")
-    d = detect_backend(None, gpu)
+    d = detect(gpu)
     assert d.backend == "gpu" and ("operation_queue_id" in d.why or "__cublas$gemm" in d.why)
 
 
 def test_nothing_to_go_on_says_so():
     plain = hlofuse.loads("HloModule m\nENTRY e {\n  x = f32[8] parameter(0)\n  ROOT n = f32[8] negate(x)\n}")
-    d = detect_backend("-", plain)
-    assert d.backend == "gpu" and "assuming" in d.why
+    d = detect(plain, file="-")
+    assert d.backend == "gpu" and "assumed" in d.why and "<stdin>" in d.why
     assert "--backend" in d.message()
 
 
-def test_detect_takes_module_and_path_in_either_order():
-    from hlofuse.backend import detect
+def test_explain_api_detects_from_the_dump_it_is_given():
+    from hlofuse.explain import dump_context
+    from hlofuse.explain.detect import detect as explain_detect
 
     folder = SAMPLES / "cpu" / "softmax"
     after = next(folder.glob("*cpu_after_optimizations.txt"))
     module = hlofuse.load(str(after))
-    assert detect(module, str(folder)).backend == "cpu"
-    assert detect(str(folder), module).backend == "cpu"
-    assert detect(module).backend == "cpu"  # YNN fusions in the module say so
+    assert explain_detect(module, dump_context(str(folder)), None, None, None).backend == "cpu"
+    assert explain_detect(module, None, None, None, None).backend == "cpu"  # YNN fusions in the module say so

@@ -310,6 +310,9 @@ def test_sample_plans_compile_to_ptx(folder):
 
     bodies = []
     for plan in make_plans(load_source(str(SAMPLES / folder)), ["unfused", "xla", "loop"]):
+        if plan.skipped:  # `loop` where no loop runs as one kernel
+            assert plan.name == "loop" and plan.module is None
+            continue
         lowered = lower(plan.module, loop_kernels=plan.loop)
         bodies += [k.body for k in lowered.kernels if k.generated]
     _rename_apart(bodies)

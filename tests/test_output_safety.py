@@ -180,9 +180,9 @@ def test_bench_csv_goes_through_the_same_writer(small, tmp_path, monkeypatch):
         name = "stub"
 
     monkeypatch.setattr(bench_mod, "choose_device", lambda device: Device())
-    source = SimpleNamespace(name="m", backend="cpu", pipeline="cpu", notes=[])
+    source = SimpleNamespace(name="m", backend="cpu", pipeline="cpu", notes=[], evidence=[])
     monkeypatch.setattr(bench_mod, "load_source", lambda *a: source)
-    monkeypatch.setattr(bench_mod, "make_plans", lambda *a, **k: [])
+    monkeypatch.setattr(bench_mod, "make_plans", lambda *a, **k: [SimpleNamespace(name="=1+1", skipped=None, module=None)])
     monkeypatch.setattr(bench_mod, "run_plans", lambda *a, **k: [
         PlanResult("=1+1", kernels=-1, ok=True, error="-2+3", origin="@x")])
     out = tmp_path / "bench.csv"

@@ -8,6 +8,7 @@ import json
 import click
 
 from ..cli import check_outputs, guarded, main, stderr_console, stdout_console, write_atomically
+from ..errors import EXIT_EXECUTE
 from ..terminal import markup
 
 
@@ -56,8 +57,11 @@ class _Bar:
 @guarded()
 def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file, as_json, csv_file):
     """Run fusion plans of a dump as real kernels, check them against the NumPy reference on
-    the same random inputs, and time them: kernels, launches, bytes moved, median time,
-    speedup over `unfused`, largest relative error.
+    the same random inputs, and time them: kernels, launches, bytes moved, median time with
+    its spread (min – max, IQR; plans spreading over 10% are flagged noisy), speedup over
+    `unfused` (of medians), largest relative error.  A plan that does not apply to the input
+    (`loop` without a suitable loop) is listed as not applicable; unknown plans are refused
+    before any work.  Exit code 7 when a plan fails or differs from the reference.
 
     \b
     Examples:
@@ -65,19 +69,27 @@ def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file,
       hlofuse bench dump/ --plan unfused --plan xla --plan relax:concat --plan loop --json
     """
     from .. import bench
+    from ..errors import OptionError
+    from ..inputs import check_options
 
     check_outputs({"--csv": csv_file}, [input, inputs_file, gpu])
     err = stderr_console()
+    names = bench.check_plan_names(list(plans) or list(bench.DEFAULT_PLANS))
+    check_options(gpu=gpu)
     dev = bench.choose_device(device)
     source = bench.load_source(input, module_name)
-    names = list(plans) or list(bench.DEFAULT_PLANS)
     describe = dev.describe() if hasattr(dev, "describe") else dev.name
     if not as_json:
-        err.print(f"[dim]{markup(source.name)}: {source.backend} ({source.pipeline}); device {markup(describe)}[/]")
-        for note in source.notes:
-            err.print(f"[dim]{markup(note)}[/]")
+        err.print(f"[dim]{markup(source.name)}: {source.backend} ({source.pipeline}); device {markup(describe)}[/]",
+                  soft_wrap=True)
+        err.print(f"[dim]{markup('; '.join(source.evidence))}[/]", soft_wrap=True)
+        if source.notes:
+            err.print(f"[dim]plans from {markup('; '.join(source.notes))}[/]", soft_wrap=True)
     with _Bar(err) as bar:
         plan_list = bench.make_plans(source, names, gpu, progress=lambda text: bar.stage(text))
+        if all(p.skipped for p in plan_list):
+            raise OptionError("; ".join(f"--plan {p.name} does not apply to this module: {p.skipped}"
+                                        for p in plan_list))
         inputs = None
         if inputs_file:
             reference = next((p.module for p in plan_list if p.module is not None), None)
@@ -96,28 +108,51 @@ def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file,
         for r in results:
             for note in r.notes:
                 err.print(f"[dim]{markup(r.name)}: {markup(note)}[/]")
-    if any(not r.ok for r in results):
-        raise SystemExit(1)
+    if any(r.failed for r in results):
+        raise SystemExit(EXIT_EXECUTE)
 
 
 def _table(out, results, device: str) -> None:
     from rich.table import Table
 
-    table = Table(title=f"plans on {markup(device)}", title_justify="left", box=None, padding=(0, 1))
+    from .. import bench
+
+    runs = max((len(r.times) for r in results), default=0)
+    table = Table(title=f"plans on {markup(device)}: time per run, median of {runs} interleaved runs", title_justify="left",
+                  box=None, padding=(0, 1))
     table.add_column("plan", no_wrap=True)
-    for name in ("kernels", "launches", "MB", "median", "speedup", "max err"):
+    for name in ("kernels", "launches", "MB", "median", "min – max", "IQR", "speedup", "max err"):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("ok")
     for r in results:
-        if r.error and r.kernels is None:
-            table.add_row(markup(r.name), "", "", "", "", "", "", f"[red]{markup(r.error)}[/]")
+        if r.skipped:
+            table.add_row(markup(r.name), "", "", "", "", "", "", "", "", f"[dim]not applicable ({markup(r.skipped)})[/]")
             continue
+        if r.error and r.kernels is None:
+            table.add_row(markup(r.name), "", "", "", "", "", "", "", "", f"[red]{markup(r.error)}[/]")
+            continue
+        spread = f"{_seconds(r.min_s)} – {_seconds(r.max_s)}" if r.min_s is not None else ""
+        iqr = f"{r.spread:.0%}" if r.spread is not None else ""
+        if r.noisy:
+            iqr = f"[yellow]{iqr} noisy[/]"
+        speedup = f"{r.speedup:.2f}x" if r.speedup else ""
+        if speedup and r.speedup_within_noise:
+            speedup = f"[dim]≈{speedup}[/]"
         table.add_row(
             markup(r.name), str(r.kernels), str(r.launches), f"{r.bytes / 1e6:.2f}",
-            _seconds(r.median_s), f"{r.speedup:.2f}x" if r.speedup else "",
+            _seconds(r.median_s), spread, iqr, speedup,
             f"{r.max_rel_error:.2g}" if r.max_rel_error is not None else "",
             "[green]yes[/]" if r.ok else f"[red]no[/] {markup(r.error or '')}")
     out.print(table)
+    out.print("[dim]kernels: kernels each plan launches, as hlofuse lowers it; launches: per run (loop bodies times "
+              "their trip counts); IQR: interquartile range of the runs over their median (max – min below 4 runs); "
+              "speedup: median of unfused over median of the plan, ≈ when within the two plans' spread[/]")
+    base = next((r for r in results if r.name == "unfused" and r.median_s), None)
+    for r in results:
+        if r.noisy:
+            floor = bench.noise_floor(r, base) if base is not None and base is not r else 1 + r.spread
+            out.print(f"[yellow]noisy:[/] {markup(r.name)} spreads {r.spread:.0%} around its median (over "
+                      f"{bench.NOISY_SPREAD:.0%}): do not trust ratios below {floor:.2f}x against it")
 
 
 def _seconds(s) -> str:

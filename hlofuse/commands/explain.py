@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import check_outputs, guarded, input_options, load_input, main, stderr_console, stdout_console, write_atomically
+from ..cli import check_outputs, guarded, input_options, main, stderr_console, stdout_console, write_atomically
 from ..terminal import markup
 
 
@@ -20,36 +20,58 @@ def backend_options(fn):
     fn = click.option("--pipeline", type=click.Choice(["legacy", "priority", "cpu"]),
                       help="Whose rules explain pass decisions: legacy (XLA:GPU of jaxlib 0.4.35, the paper's), "
                            "priority (today's XLA:GPU) or cpu; default: detected from the dump.")(fn)
-    fn = click.option("--backend", type=click.Choice(["gpu", "cpu"]),
-                      help="XLA:GPU or XLA:CPU (default: detected from the dump's file names and contents).")(fn)
+    fn = click.option("--backend", type=click.Choice(["gpu", "cpu", "tpu"]),
+                      help="XLA:GPU, XLA:CPU or XLA:TPU (default: detected from the dump's file names and "
+                           "contents; XLA:TPU modules are explained by structure only).")(fn)
     return fn
 
 
-def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(), xla_flags=None):
-    """Load INPUT (file, dump folder or stdin) and explain it; a module before fusion is
-    replayed first.  Shared by `explain` and `render`."""
-    from ..explain import dump_context, explain
+def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(), xla_flags=None, *,
+                      quiet=False):
+    """Resolve INPUT (file, dump folder or stdin) and explain it; a module before fusion is
+    replayed first.  Shared by `explain` and `render`; returns (resolved input, explanation)."""
+    from ..cli import print_evidence, resolve_input
+    from ..explain import explain
+    from ..inputs import EXPLAIN, check_options
 
-    if pipeline == "cpu" and backend is None:
-        backend = "cpu"
-    if pipeline in ("legacy", "priority") and backend is None:
-        backend = "gpu"
-    if gpu is None and backend != "cpu":
-        from ..device import detect_gpu
+    flags = (xla_flags,) if xla_flags else ()
+    check_options(backend=backend, pipeline=pipeline, gpu=gpu, relax=relax, xla_flags=flags)
+    resolved = resolve_input(input, need=EXPLAIN, module=module_name, stage=stage, backend=backend,
+                             pipeline=pipeline, gpu=gpu, relax=relax)
+    if not quiet:
+        print_evidence(resolved, detection=False)  # the report's header has the detection line
+    ex = explain(resolved.module, dump=resolved.dump_context(), relax=tuple(relax), xla_flags=flags,
+                 detection=resolved.detection)
+    return resolved, ex
 
-        gpu, _ = detect_gpu(input, module_name)
-    module, name = load_input(input, module_name, stage, pipeline)
-    dump = dump_context(input, module_name, stage, pipeline) if input != "-" else None
-    ex = explain(module, backend=backend, pipeline=pipeline, gpu=gpu, dump=dump, relax=tuple(relax),
-                 xla_flags=(xla_flags,) if xla_flags else ())
-    return module, ex
+
+def kernel_counts_of(resolved, ex):
+    """What explain counts (the module explained, or the replay of it) first, then XLA's
+    snapshot right after fusion when the dump has one and it is not the module explained."""
+    from .. import counts
+    from ..dumpdir import read_input
+    from ..parse import parse_text
+
+    own_what = counts.REPLAY if ex.stage == "replayed" else (
+        counts.XLA_FINAL if resolved.main.file is not None and resolved.main.file.stage == "after_optimizations"
+        else counts.MODULE)
+    own = counts.count(ex.fused_module, own_what, resolved.main.name) if ex.fused_module is not None else None
+    if own is None:
+        return []
+    out = [own]
+    snap = resolved.stage_file("after_fusion")
+    if snap is not None and str(snap.path) != resolved.main.name and own_what != counts.XLA_AFTER_FUSION:
+        text, name = read_input(str(snap.path))
+        out.append(counts.count(parse_text(text, name), counts.XLA_AFTER_FUSION, str(snap.path)))
+    return out
 
 
 @main.command("explain")
 @input_options
 @backend_options
 @click.option("--relax", multiple=True, metavar="RULE|TAG",
-              help="Only for a module before fusion (replayed first): relax a profitability rule, as `fuse`.")
+              help="Relax a profitability rule in the replay, as `fuse`: a module before fusion is replayed; "
+                   "on a fused dump, its snapshot before fusion is replayed instead (an error without one).")
 @click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON (schema in README.md).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write one CSV row per boundary (pandas can read it).")
@@ -83,11 +105,16 @@ def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, re
       XLA        XLA's own reason from *.priority_fusion_dump.txt, when the dump has it
     """
     check_outputs({"--csv": csv_path, "--html": html_path}, [input, gpu])
-    _, ex = build_explanation(input, module_name, stage, backend, pipeline, gpu, relax, xla_flags)
+    from dataclasses import replace
+
+    from .. import counts
+
+    resolved, ex = build_explanation(input, module_name, stage, backend, pipeline, gpu, relax, xla_flags,
+                                     quiet=as_json)
     err = stderr_console()
-    if relax and ex.stage != "replayed":
-        err.print("[yellow]warning:[/] --relax only changes a module that is replayed (one before fusion, e.g. "
-                  "--stage before_fusion); this one is explained as XLA fused it")
+    kernel_counts = kernel_counts_of(resolved, ex)
+    differ = counts.differences(kernel_counts)
+    ex = replace(ex, notes=ex.notes + tuple(differ))
     if csv_path:
         from ..render.csv import to_csv
 
@@ -97,14 +124,21 @@ def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, re
         write_atomically(html_path, html_report(ex))
         err.print(f"[dim]wrote {markup(html_path)}[/]")
     if as_json:
-        from ..render.json import dumps
+        import json
 
-        click.echo(dumps(ex))
+        from ..render.json import explanation_dict
+
+        payload = explanation_dict(ex)
+        payload["counts"] = [c.to_dict() for c in kernel_counts]
+        payload["launches_per_run"] = ex.summary()["kernels_launched"]
+        payload["evidence"] = list(resolved.evidence)
+        click.echo(json.dumps(payload, indent=2))
         return
     from ..render.table import print_explanation
 
+    counted = f"in {kernel_counts[0].words}" if kernel_counts else None
     # wide enough for the boundary table when piped; a terminal keeps its own width
-    print_explanation(ex, stdout_console(width=200), limit=limit)
+    print_explanation(ex, stdout_console(width=200), limit=limit, counted=counted)
 
 
 def html_report(ex) -> str:

@@ -7,8 +7,8 @@ import json
 
 import click
 
-from ..cli import check_outputs, guarded, main, stderr_console, stdout_console, write_atomically
-from ..errors import InputError
+from ..cli import check_outputs, guarded, main, stdout_console, write_atomically
+from ..errors import OptionError
 from ..terminal import markup
 
 
@@ -31,70 +31,47 @@ def _pipeline_options(fn):
     fn = click.option("--pipeline", type=click.Choice(["legacy", "priority", "cpu"]),
                       help="legacy: XLA:GPU until 2024 (the paper's); priority: today's XLA:GPU (default "
                            "for gpu); cpu: XLA:CPU.")(fn)
-    fn = click.option("--backend", type=click.Choice(["gpu", "cpu"]),
-                      help="Which compiler's passes to replay (default: detected from the dump).")(fn)
+    fn = click.option("--backend", type=click.Choice(["gpu", "cpu", "tpu"]),
+                      help="Which compiler's passes to replay (default: detected from the dump; XLA:TPU's "
+                           "are not replayed).")(fn)
     return fn
 
 
-def _options(input_path, module, backend, pipeline, passes, gpu, relax, library_fusion=None, xla_flags=None):
-    from ..pipeline import Options
+def _options(resolved, passes, relax, library_fusion=None, xla_flags=None):
+    """Options for the replay of `resolved`; pass names are checked here, before the replay."""
+    from ..pipeline import Options, get_pipeline
 
-    backend, pipeline, why = _detect(input_path, module, backend, pipeline)
-    if why:
-        stderr_console().print(f"[dim]{markup(why)}[/]")
-    if backend == "gpu" and gpu is None:
-        from ..device import detect_gpu
-
-        gpu, why_gpu = detect_gpu(input_path, module)
-        if why_gpu:
-            stderr_console().print(f"[dim]{markup(why_gpu)}[/]")
-    return Options(backend=backend, pipeline=pipeline,
-                   passes=tuple(p.strip() for p in passes.split(",") if p.strip()) if passes else None,
-                   gpu=gpu, relax=tuple(relax), library_fusion=library_fusion,
+    chosen = tuple(p.strip() for p in passes.split(",") if p.strip()) if passes else None
+    if chosen is not None:
+        names = list(dict.fromkeys(n for n, _ in get_pipeline(resolved.backend, resolved.pipeline).passes))
+        unknown = [p for p in chosen if p not in names]
+        if unknown:
+            raise OptionError(f"--passes: {', '.join(unknown)} is not a pass of the {resolved.pipeline} pipeline; "
+                              f"its passes: {', '.join(names)}")
+    return Options(backend=resolved.backend, pipeline=resolved.pipeline, passes=chosen, gpu=resolved.gpu,
+                   relax=tuple(relax), library_fusion=library_fusion,
                    xla_flags=(xla_flags,) if xla_flags else ())
 
 
-def _detect(input_path, module, backend, pipeline):
-    """The backend and pipeline to use, and a line saying why when they were not given."""
-    if pipeline == "cpu":
-        backend = backend or "cpu"
-    if pipeline in ("legacy", "priority"):
-        backend = backend or "gpu"
-    if backend is not None:
-        return backend, pipeline, ""
-    try:
-        from ..backend import detect  # XLA:CPU / XLA:GPU detection from the dump
-    except ImportError:
-        return "gpu", pipeline, "backend: gpu (default; give --backend cpu for XLA:CPU dumps)"
-    found = detect(input_path, module)
-    return found.backend, pipeline or found.pipeline, f"backend: {found.backend} ({found.why})"
+def _xla_counts(resolved, own):
+    """The command's own count first, then XLA's counts of the same program that the dump has
+    (the snapshot right after fusion, the final module), parsed here to count them."""
+    from .. import counts
+    from ..dumpdir import read_input
+    from ..parse import parse_text
 
-
-def _load_for_fusion(input_path, module_name, stage, pipeline):
-    """The module to replay: XLA's snapshot right before fusion when the dump has one."""
-    from .. import dumpdir
-    from ..cli import load_input
-
-    err = stderr_console()
-    if stage is None:
-        from pathlib import Path
-
-        if Path(input_path).is_dir():
-            files = dumpdir.choose_module(dumpdir.scan(input_path), module_name, input_path)
-            snap = dumpdir.fusion_snapshot(files, "before_fusion", pipeline)
-            if snap is not None:
-                err.print(f"[dim]replaying from XLA's snapshot right before fusion: {markup(snap.path.name)}[/]")
-                stage = str(snap.step)
-            else:
-                stage = "before_optimizations"
-                err.print("[yellow]warning:[/] this dump has no snapshot right before fusion; using "
-                          "before_optimizations: XLA's earlier passes (simplification, layout assignment, ...) "
-                          "did not run, so the replay is approximate")
-    module, name = load_input(input_path, module_name, stage, pipeline)
-    if stage is None and "before_optimizations" in (name or ""):
-        err.print("[yellow]warning:[/] this module is from before XLA's optimizations: earlier passes did not run, "
-                  "so the replay is approximate")
-    return module, name
+    out = [own]
+    for which, what in (("after_fusion", counts.XLA_AFTER_FUSION), ("after_optimizations", counts.XLA_FINAL)):
+        f = resolved.stage_file(which)
+        if f is None or any(c.file == str(f.path) for c in out):
+            continue
+        if resolved.after is not None and resolved.after.file is not None and resolved.after.file.path == f.path:
+            module = resolved.after.module
+        else:
+            text, name = read_input(str(f.path))
+            module = parse_text(text, name)
+        out.append(counts.count(module, what, str(f.path)))
+    return out
 
 
 @main.command("fuse")
@@ -116,42 +93,59 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
       hlofuse fuse model.hlo --backend cpu --passes fusion -o fused.hlo
       hlofuse fuse dump/ --json | jq '.decisions[] | select(.verdict=="blocked")'
     """
+    from .. import counts
+    from ..cli import print_evidence, resolve_input
+    from ..collector import collector_paused
+    from ..inputs import REPLAY, check_options
     from ..pipeline import replay
     from ..printer import print_module
-    from ..collector import collector_paused
     from ..render.json import dumps_listing
 
     check_outputs({"-o": output}, [input, gpu])
-    options = _options(input, module_name, backend, pipeline, passes, gpu, relax, library_fusion, xla_flags)
-    module, name = _load_for_fusion(input, module_name, stage, options.pipeline)
-    result = replay(module, options)
+    check_options(backend=backend, pipeline=pipeline, gpu=gpu, relax=relax,
+                  xla_flags=(xla_flags,) if xla_flags else ())
+    resolved = resolve_input(input, need=REPLAY, module=module_name, stage=stage, backend=backend,
+                             pipeline=pipeline, gpu=gpu)
+    options = _options(resolved, passes, relax, library_fusion, xla_flags)
+    if not as_json:
+        print_evidence(resolved)
+    result = replay(resolved.module, options)
     baseline = None
     if options.relax:
         from dataclasses import replace
 
-        baseline = replay(module, replace(options, relax=()))
+        baseline = replay(resolved.module, replace(options, relax=()))
     if output:
         write_atomically(output, print_module(result.module))
+    kernel_counts = _xla_counts(resolved, counts.count(result.module, counts.REPLAY, resolved.main.name))
     if as_json:
         with collector_paused():  # a million small dicts and strings, no cycles
             payload = result.to_dict()
             if baseline is not None:
                 payload["kernels_without_relax"] = len(baseline.kernels)
+            payload["replayed_from"] = resolved.main.name
+            payload["counts"] = [c.to_dict() for c in kernel_counts]
+            payload["counts_differ"] = counts.differences(kernel_counts)
+            payload["evidence"] = list(resolved.evidence)
             text = dumps_listing(payload)
         click.echo(text)
         return
-    _print_result(result, baseline)
+    _print_result(result, baseline, resolved, kernel_counts)
 
 
-def _print_result(result, baseline) -> None:
+def _print_result(result, baseline, resolved, kernel_counts) -> None:
     from rich.table import Table
 
+    from .. import counts
     from ..decision import Verdict
 
     out = stdout_console()
-    out.print(f"[bold]{markup(result.input.name)}[/]: {len(result.kernels)} kernels after "
-              f"{result.backend}/{result.pipeline} ({', '.join(result.passes)})"
-              + (f" on {markup(result.gpu)}" if result.gpu else ""))
+    out.print(f"[bold]{markup(result.input.name)}[/]: {len(result.kernels)} kernels in hlofuse's "
+              f"{result.backend}/{result.pipeline} replay ({', '.join(result.passes)})"
+              + (f" on {markup(result.gpu)}" if result.gpu else "")
+              + f" of {markup(resolved.main.role or 'the module given')} ({markup(_short(resolved.main.name))})")
+    for line in counts.differences(kernel_counts):
+        out.print(f"[dim]{markup(line)}[/]")
     if baseline is not None:
         out.print(f"relaxed {markup(', '.join(result.relaxed))}: {len(baseline.kernels)} → {len(result.kernels)} kernels")
     kernels = Table(title="kernels", title_justify="left")
@@ -175,6 +169,12 @@ def _print_result(result, baseline) -> None:
     out.print(table)
     for note in result.notes:
         out.print(f"[dim]note: {markup(note)}[/]")
+
+
+def _short(name: str) -> str:
+    from pathlib import Path
+
+    return Path(name).name if name not in ("-", "<stdin>") else name
 
 
 # ------------------------------------------------------------------------------------------
@@ -250,44 +250,42 @@ def check_cmd(inputs, module_name, backend, pipeline, passes, gpu, relax, librar
       hlofuse check before_fusion.txt after_fusion.txt --pipeline legacy --gpu rtx2080ti
       hlofuse check dump/ --json | jq .agreement
     """
-    from .. import dumpdir
+    from .. import counts
     from ..check import check
-    from ..cli import load_input
+    from ..cli import print_evidence, resolve_input
+    from ..inputs import CHECK, check_options
 
-    options = _options(inputs[0], module_name, backend, pipeline, passes, gpu, relax, library_fusion, xla_flags)
-    if len(inputs) == 2:
-        before, _ = load_input(inputs[0], module_name, None)
-        after, _ = load_input(inputs[1], module_name, None)
-    elif len(inputs) == 1:
-        files = dumpdir.choose_module(dumpdir.scan(inputs[0]), module_name, inputs[0])
-        b = dumpdir.fusion_snapshot(files, "before_fusion", options.pipeline)
-        a = dumpdir.fusion_snapshot(files, "after_fusion", options.pipeline)
-        if b is not None and a is None:
-            a = next((f for f in files if f.stage == "after_optimizations"), None)
-            if a is not None:
-                stderr_console().print(
-                    "[yellow]warning:[/] no snapshot right after fusion here; comparing with after_optimizations, "
-                    "where XLA's later passes also ran, so some differences may not be fusion's")
-        if b is None or a is None:
-            raise InputError(f"{inputs[0]}: needs XLA's snapshots right before and after fusion; dump with "
-                             "--xla_dump_hlo_pass_re matching the fusion passes (see README)")
-        before, _ = load_input(str(b.path), None, None)
-        after, _ = load_input(str(a.path), None, None)
-        if options.passes is None and a.stage == "pass":
-            options = _until(options, a)
-    else:
-        raise click.UsageError("give BEFORE AFTER files, or one dump folder")
-    result = check(before, after, options)
-    xla_reasons = _xla_reasons(inputs[0], module_name) if len(inputs) == 1 else None
+    if len(inputs) > 2:
+        raise OptionError("give BEFORE AFTER files, or one dump folder")
+    check_options(backend=backend, pipeline=pipeline, gpu=gpu, relax=relax,
+                  xla_flags=(xla_flags,) if xla_flags else ())
+    resolved = resolve_input(inputs[0], need=CHECK, module=module_name, backend=backend, pipeline=pipeline,
+                             gpu=gpu, after_path=inputs[1] if len(inputs) == 2 else None)
+    options = _options(resolved, passes, relax, library_fusion, xla_flags)
+    after_file = resolved.after.file
+    if options.passes is None and after_file is not None and after_file.stage == "pass":
+        options = _until(options, after_file)
+    if not as_json:
+        print_evidence(resolved)
+    result = check(resolved.before.module, resolved.after.module, options)
+    xla_what = counts.XLA_FINAL if after_file is not None and after_file.stage == "after_optimizations" \
+        else counts.XLA_AFTER_FUSION
+    kernel_counts = _xla_counts(resolved, counts.count(resolved.after.module, xla_what, resolved.after.name))
+    kernel_counts.insert(1, counts.count(result.replay.module, counts.REPLAY, resolved.before.name))
+    xla_reasons = _xla_reasons(resolved)
     if as_json:
         payload = result.to_dict()
         if xla_reasons is not None:
             for kernel in payload["kernels"]:
                 for d in kernel["decisions"]:
                     d["xla_log_reason"] = xla_reasons(d["producer"], d["consumer"])
+        payload["replay_kernels"] = kernel_counts[1].kernels
+        payload["counts"] = [c.to_dict() for c in kernel_counts]
+        payload["counts_differ"] = counts.differences(kernel_counts)
+        payload["evidence"] = list(resolved.evidence)
         click.echo(json.dumps(payload, indent=2))
         return
-    _print_check(result, show_all, xla_reasons)
+    _print_check(result, show_all, xla_reasons, kernel_counts)
 
 
 def _until(options, after_file):
@@ -307,32 +305,31 @@ def _until(options, after_file):
     return options
 
 
-def _xla_reasons(dump_dir, module_name):
+def _xla_reasons(resolved):
     """A lookup (producer, consumer) → XLA's own reason, from its priority-fusion log."""
-    from pathlib import Path
+    from ..dumpdir import priority_fusion_log
 
-    from .. import dumpdir
-
-    if not Path(dump_dir).is_dir():
-        return None
-    log_file = dumpdir.priority_fusion_log(dumpdir.choose_module(dumpdir.scan(dump_dir), module_name, dump_dir))
+    log_file = priority_fusion_log(list(resolved.files))
     if log_file is None:
         return None
-    try:
-        from ..xla_log import load_log
-    except ImportError:
-        return None
+    from ..xla_log import load_log
+
     log = load_log(log_file.path)
     return lambda producer, consumer: log.reason(producer, consumer)
 
 
-def _print_check(result, show_all, xla_reasons) -> None:
+def _print_check(result, show_all, xla_reasons, kernel_counts) -> None:
     from rich.table import Table
 
+    from .. import counts
+
     out = stdout_console()
-    out.print(f"[bold]{markup(result.module)}[/]: {result.reproduced} of {result.xla_kernels} XLA kernels reproduced "
-              f"exactly ({result.agreement:.0%}) by the {result.backend}/{result.pipeline} replay"
-              + (f" on {markup(result.gpu)}" if result.gpu else ""))
+    xla, ours = kernel_counts[0], kernel_counts[1]
+    out.print(f"[bold]{markup(result.module)}[/]: {result.reproduced} of {result.xla_kernels} kernels of "
+              f"{xla.words} reproduced exactly ({result.agreement:.0%}) by the {result.backend}/{result.pipeline} "
+              f"replay" + (f" on {markup(result.gpu)}" if result.gpu else "") + f", which has {ours.kernels} kernels")
+    for line in counts.differences(kernel_counts):
+        out.print(f"[dim]{markup(line)}[/]")
     if all(m.status == "exact" for m in result.matches) and not show_all:
         return
     table = Table(title_justify="left")

@@ -53,12 +53,11 @@ def render_cmd(input, output, module_name, stage, computation, focus, radius, co
     check_outputs({"-o": output}, [input, gpu])
     options = DrawOptions(computation=computation, focus=focus, radius=radius, collapse=collapse)
     if stage in ("before", "before_fusion"):
-        module = _before_module(input, module_name, pipeline)
+        module = _before_module(input, module_name, backend, pipeline, gpu)
         source = to_dot(module, None, DrawOptions(computation=computation, focus=focus, radius=radius,
                                                   collapse=collapse, title=f"{module.name} before fusion"))
     else:
-        dump_stage = None if stage in ("after", None) else stage
-        module, ex = build_explanation(input, module_name, dump_stage, backend, pipeline, gpu, xla_flags=xla_flags)
+        _, ex = build_explanation(input, module_name, stage, backend, pipeline, gpu, xla_flags=xla_flags, quiet=True)
         source = to_dot(ex.fused_module, ex, options)
     err = stderr_console()
     if as_dot:
@@ -75,21 +74,10 @@ def render_cmd(input, output, module_name, stage, computation, focus, radius, co
     err.print(f"[dim]wrote {markup(output)}[/]")
 
 
-def _before_module(input, module_name, pipeline):
+def _before_module(input, module_name, backend, pipeline, gpu):
     """The module right before fusion: a dump's before-fusion snapshot, or the input itself."""
-    from pathlib import Path
+    from ..cli import resolve_input
+    from ..inputs import BEFORE
 
-    from .. import dumpdir
-    from ..cli import load_input
-
-    if Path(input).is_dir():
-        files = dumpdir.choose_module(dumpdir.scan(input), module_name, input)
-        snap = dumpdir.fusion_snapshot(files, "before_fusion", pipeline)
-        stage = str(snap.step) if snap is not None else "before_optimizations"
-        if snap is None:
-            stderr_console().print("[yellow]warning:[/] no snapshot right before fusion in this dump; "
-                                   "drawing before_optimizations")
-        module, _ = load_input(input, module_name, stage, pipeline)
-        return module
-    module, _ = load_input(input, module_name, None, pipeline)
-    return module
+    return resolve_input(input, need=BEFORE, module=module_name, backend=backend, pipeline=pipeline,
+                         gpu=gpu).module

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .. import ir
 from ..kernels import executed_computations
-from .detect import Detected, detect
+from .detect import Detected, detect, from_detection
 from .dumpctx import DumpContext, dump_context
 from .loops import trip_count
 from .explainer import Explainer
@@ -42,15 +42,23 @@ __all__ = [
 
 def explain(module: ir.Module, *, backend: str | None = None, pipeline: str | None = None,
             gpu: str | None = None, dump: DumpContext | None = None, fused: bool | None = None,
-            relax: tuple[str, ...] = (), xla_flags: tuple[str, ...] = ()) -> Explanation:
+            relax: tuple[str, ...] = (), xla_flags: tuple[str, ...] = (), detection=None) -> Explanation:
     """Explain `module`.  A module before fusion (or `fused=False`) is replayed first with the
-    pipeline; a fused one (after_optimizations, a snapshot after fusion) is explained as given."""
-    detected = detect(module, dump, backend, pipeline, gpu)
+    pipeline; a fused one (after_optimizations, a snapshot after fusion) is explained as given.
+    `detection` (a backend.Detection, as hlofuse.inputs.resolve decides it) replaces the
+    detection from `backend`, `pipeline`, `gpu` and `dump`.  XLA:TPU modules are explained by
+    structure only: their passes are not replayed."""
+    from ..errors import BackendUnavailable, OptionError
+
+    detected = from_detection(detection) if detection is not None else detect(module, dump, backend, pipeline, gpu)
     if fused is None:
         fused = dump.stage_is_fused() if dump is not None else None
     if fused is None:
         fused = looks_fused(module)
     if not fused:
+        if detected.backend == "tpu":
+            raise BackendUnavailable(f"{module.name} is an XLA:TPU module before fusion: XLA:TPU's fusion passes "
+                                     "are not replayed; explain its fused module (after_optimizations)")
         from ..pipeline import Options, replay
 
         result = replay(module, Options(backend=detected.backend, pipeline=detected.pipeline,
@@ -64,7 +72,29 @@ def explain(module: ir.Module, *, backend: str | None = None, pipeline: str | No
                 "(simplification, layout assignment, ...), so its kernels only approximate XLA's; prefer "
                 "--stage before_fusion (dump with --xla_dump_hlo_pass_re) or the after_optimizations file",))
         return ex
-    return Explainer(module, detected, dump, stage="fused").run()
+    if relax:
+        raise OptionError("relax changes a replay, and this module is already fused: explain the module before "
+                          "fusion (a dump's snapshot before fusion) to relax rules")
+    ex = Explainer(module, detected, dump, stage="fused").run()
+    return _structure_only(ex) if detected.backend == "tpu" else ex
+
+
+def _structure_only(ex: Explanation) -> Explanation:
+    """An XLA:TPU explanation: the explainer's note that no pipeline exists for the backend is
+    replaced by what it means (the passes are not replayed, boundaries they made stay unknown)."""
+    from dataclasses import replace
+
+    from ..backend import TPU_NOT_REPLAYED
+    from ..errors import HlofuseError
+    from ..pipeline import get_pipeline
+
+    try:
+        get_pipeline("tpu", None)
+        missing = None
+    except HlofuseError as err:
+        missing = str(err)
+    notes = tuple(n for n in ex.notes if missing is None or not n.startswith(missing))
+    return replace(ex, notes=notes + (TPU_NOT_REPLAYED,))
 
 
 def explain_result(result, *, dump: DumpContext | None = None, detected: str = "") -> Explanation:

@@ -28,8 +28,9 @@ def rule_style(rule: str, tags) -> str:
     return "white"
 
 
-def print_explanation(ex, console: Console, *, limit: int | None = None) -> None:
-    """The whole report: header, kernels per computation, loops, boundaries, rules, hints."""
+def print_explanation(ex, console: Console, *, limit: int | None = None, counted: str | None = None) -> None:
+    """The whole report: header, kernels per computation, loops, boundaries, rules, hints.
+    `counted` says which module the kernel count is of ("in XLA's final module ...")."""
     s = ex.summary()
     pipeline = f", {ex.pipeline} pipeline" if ex.pipeline else ""
     gpu = f", {markup(ex.gpu)}" if ex.gpu else ""
@@ -40,7 +41,8 @@ def print_explanation(ex, console: Console, *, limit: int | None = None) -> None
     if ex.detected:
         console.print(f"[dim]{markup(ex.detected)}[/]")
     launched = s["kernels_launched"]
-    console.print(f"{s['kernels']} kernels; {launched if launched is not None else 'unknown number of'} "
+    console.print(f"{s['kernels']} kernels{' ' + markup(counted) if counted else ''}; "
+                  f"{launched if launched is not None else 'unknown number of'} "
                   f"launches per run; {s['boundaries']} boundaries ({s['unknown']} unknown); "
                   f"{_bytes(s['bytes_across_boundaries'])} cross them per pass over the code"
                   + (f", {_bytes(s['bytes_across_boundaries_per_run'])} per run"
