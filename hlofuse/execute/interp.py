@@ -50,6 +50,9 @@ class Evaluator:
     (a guard against loops that never end on random inputs)."""
 
     def __init__(self, module: ir.Module, *, max_iterations: int = 10_000_000):
+        from ..cycles import require_acyclic
+
+        require_acyclic(module)  # a module built in memory has not met the parser's check
         self.module = module
         self.max_iterations = max_iterations
         self._compiled: dict[str, tuple[list[_Step], dict[int, int], int]] = {}

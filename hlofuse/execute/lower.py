@@ -618,4 +618,7 @@ def _bytes_read(comp: ir.Computation, number: int, full: int) -> int:
 
 def lower(module: ir.Module, *, loop_kernels: bool = False, loop_tile: int = 1) -> Lowered:
     """`loop_tile`: batch elements one thread of a loop kernel takes (the device says)."""
+    from ..cycles import require_acyclic
+
+    require_acyclic(module)  # a module built in memory has not met the parser's check
     return Lowerer(module, loop_kernels=loop_kernels, loop_tile=loop_tile).lower()

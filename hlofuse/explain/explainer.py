@@ -25,6 +25,9 @@ _SIBLING_PASSES = frozenset({"multi_output_fusion", "horizontal_loop_fusion", "h
 class Explainer:
     def __init__(self, module: ir.Module, detected: Detected, dump: DumpContext | None, stage: str,
                  replay=None):
+        from ..cycles import require_acyclic
+
+        require_acyclic(module)  # a module built in memory has not met the parser's check
         self.m = module
         self.detected = detected
         self.dump = dump
