@@ -58,10 +58,10 @@ class Source:
 
 
 def _parse(path: Path) -> ir.Module:
+    from .dumpdir import read_text
     from .parse import parse_text
 
-    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
-        return parse_text(fh.read(), str(path))
+    return parse_text(read_text(path), str(path))
 
 
 def _has_fusions(module: ir.Module) -> bool:

@@ -12,14 +12,22 @@ EXIT_INPUT = 6
 EXIT_EXECUTE = 7
 
 
+def printable(text: str) -> str:
+    """`text` with control characters (and other unprintable ones) written as escapes, so an
+    error never sends raw bytes of its input to a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 class HlofuseError(Exception):
     """Base class of every error hlofuse raises on purpose."""
 
     exit_code = EXIT_INPUT
 
     def one_line(self) -> str:
-        """The error as the single line the CLI prints."""
-        return f"error: {self}"
+        """The error as the single line the CLI prints (control characters escaped)."""
+        return printable(f"error: {self}")
 
 
 class HloSyntaxError(HlofuseError):
@@ -62,15 +70,17 @@ class HloSyntaxError(HlofuseError):
         return f"{where}: error: {self.message}"
 
     def one_line(self) -> str:
-        return str(self)
+        return printable(str(self))
 
     def context(self) -> str:
-        """The offending source line with a caret under the column (empty when unknown)."""
+        """The offending source line with a caret under the column (empty when unknown).
+        Characters a terminal would act on are escaped, the caret moved to match."""
         if self.source_line is None or self.column is None:
             return ""
         line = self.source_line.rstrip("\r\n").expandtabs(1)
-        caret = " " * max(self.column - 1, 0) + "^"
-        return f"{line}\n{caret}"
+        before = max(self.column - 1, 0)
+        caret = " " * len(printable(line[:before])) + "^"
+        return f"{printable(line)}\n{caret}"
 
 
 class InputError(HlofuseError):
