@@ -41,6 +41,15 @@ def cache_file(grammar_text: str) -> str:
     return os.path.join(folder, f"hlo-grammar-{digest}.lark-cache")
 
 
+def grammar_text(path: Path) -> str:
+    """The grammar as this Python's `re` reads it: before 3.11 it has no possessive
+    quantifiers, and `*+` (used where it matches the same text as `*`) becomes `*`."""
+    text = path.read_text()
+    if sys.version_info < (3, 11):
+        text = text.replace("*+", "*")
+    return text
+
+
 @functools.lru_cache(maxsize=None)
 def parser() -> lark.Lark:
     """The HLO parser: LALR(1), hlofuse's contextual lexer (`Lexer`), callbacks run during
@@ -50,7 +59,7 @@ def parser() -> lark.Lark:
     from .lexer import Lexer
 
     path = grammar_path()
-    text = path.read_text()
+    text = grammar_text(path)
     with _memoized_regexp_width():
         return lark.Lark(
             text,
