@@ -239,6 +239,26 @@ def backend_config(instr: ir.Instruction) -> Mapping:
     return _backend_config(text) if text else {}
 
 
+#: The largest trip count XLA can hold (WhileLoopBackendConfig.KnownTripCount.n is an int64).
+MAX_TRIP_COUNT = 2**63 - 1
+
+
+def known_trip_count(instr: ir.Instruction) -> int | None:
+    """XLA's `known_trip_count` of a while loop (backend_config {"known_trip_count":{"n":"100"}}),
+    None when absent or not a count: negative, fractional, above int64, or not a number.  XLA's
+    runtime then runs the body exactly that often (WhileThunk)."""
+    config = backend_config(instr)
+    known = config.get("known_trip_count") if isinstance(config, Mapping) else None
+    n = known.get("n") if isinstance(known, Mapping) else None
+    if isinstance(n, bool):
+        return None
+    if isinstance(n, str) and n.strip().isascii() and n.strip().isdigit():
+        n = int(n)
+    if isinstance(n, int) and 0 <= n <= MAX_TRIP_COUNT:
+        return n
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Metadata:
     op_type: str | None = None

@@ -61,8 +61,13 @@ class Evaluator:
         self.operand_shapes: dict[int, tuple[ir.Shape, ...]] = {}
 
     # -- entry points ---------------------------------------------------------------------
-    def run(self, args: Sequence[Value]) -> Value:
-        """Evaluate the entry computation on `args` (logical-shape arrays, one per parameter)."""
+    def run(self, args: Sequence[Value], memory_limit: str | None = None) -> Value:
+        """Evaluate the entry computation on `args` (logical-shape arrays, one per parameter).
+        Refused before it starts when the values the module declares need more memory than
+        the limit (execute/budget.py) or a loop runs more than `max_iterations` times."""
+        from .budget import Limits, check
+
+        check(self.module, Limits.from_environment(memory_limit, self.max_iterations))
         entry = self.module.entry
         params = entry.parameters
         if len(args) != len(params):
@@ -595,19 +600,11 @@ def _copy_done(ev, instr, ops):
     return ops[0][0]
 
 
-def known_trip_count(instr: ir.Instruction) -> int | None:
-    config = attrs.backend_config(instr)
-    try:
-        return int(config["known_trip_count"]["n"])
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
 @handles("while")
 def _while(ev, instr, ops):
     cond, body = instr.attr("condition").lstrip("%"), instr.attr("body").lstrip("%")
     state = ops[0]
-    for _ in range(ev.max_iterations):
+    for _ in range(ev.max_iterations + 1):  # the last test ends a loop of exactly max_iterations
         if not bool(np.asarray(ev.call(cond, [state]))):
             return state
         state = ev.call(body, [state])
