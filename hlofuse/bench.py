@@ -330,8 +330,8 @@ def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = 
     elif len(inputs) != len(sig):
         raise InputError(f"the module takes {len(sig)} inputs, {len(inputs)} were given")
     progress.stage(f"reference: evaluating {reference_plan.name} with NumPy")
-    evaluator = Evaluator(reference_plan.module, max_iterations=limits.iterations)
-    reference = [np.asarray(v) for v in value_leaves(evaluator.run(list(inputs), str(limits.memory_bytes)))]
+    evaluator = Evaluator(reference_plan.module, max_iterations=limits.iterations, max_bytes=limits.memory_bytes)
+    reference = [np.asarray(v) for v in value_leaves(evaluator.run(list(inputs)))]
     runners = {}
     progress.stage("compiling", total=len(usable))
     for plan in usable:

@@ -126,6 +126,9 @@ def test_the_evaluator_refuses_before_allocating(monkeypatch):
     with pytest.raises(ExecutionError, match=r"needs about 7\.3 TiB .* over the limit of 1\.0 GiB; the largest value "
                                              r"is n, f32\[1000000000000\]"):
         evaluate(hlofuse.loads(HUGE), [np.zeros(1, np.float32)])
+    small = hlofuse.loads(_loop())
+    with pytest.raises(ExecutionError, match="over the limit of 100 bytes"):
+        Evaluator(small, max_bytes=100).run([np.zeros(8, np.float32)])
 
 
 def test_the_evaluator_refuses_a_loop_it_cannot_finish():

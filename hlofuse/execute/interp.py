@@ -49,25 +49,30 @@ class Evaluator:
     """Evaluates the computations of one module.  `max_iterations` bounds every while loop
     (a guard against loops that never end on random inputs)."""
 
-    def __init__(self, module: ir.Module, *, max_iterations: int = 10_000_000):
+    def __init__(self, module: ir.Module, *, max_iterations: int = 10_000_000, max_bytes: int | None = None):
         from ..cycles import require_acyclic
 
         require_acyclic(module)  # a module built in memory has not met the parser's check
         self.module = module
         self.max_iterations = max_iterations
+        #: the memory a run may take (None: HLOFUSE_MEMORY_LIMIT, else half the physical memory)
+        self.max_bytes = max_bytes
         self._compiled: dict[str, tuple[list[_Step], dict[int, int], int]] = {}
         self._constants: dict[int, np.ndarray] = {}
         #: id(instruction) → its operands' shapes (a bitcast needs its operand's layout)
         self.operand_shapes: dict[int, tuple[ir.Shape, ...]] = {}
 
     # -- entry points ---------------------------------------------------------------------
-    def run(self, args: Sequence[Value], memory_limit: str | None = None) -> Value:
+    def run(self, args: Sequence[Value]) -> Value:
         """Evaluate the entry computation on `args` (logical-shape arrays, one per parameter).
-        Refused before it starts when the values the module declares need more memory than
-        the limit (execute/budget.py) or a loop runs more than `max_iterations` times."""
+        Refused before it starts when the values the module declares need more than
+        `max_bytes` (execute/budget.py) or a loop runs more than `max_iterations` times."""
         from .budget import Limits, check
 
-        check(self.module, Limits.from_environment(memory_limit, self.max_iterations))
+        limits = Limits.from_environment(iterations=self.max_iterations)
+        if self.max_bytes is not None:
+            limits = Limits(self.max_bytes, self.max_iterations)
+        check(self.module, limits)
         entry = self.module.entry
         params = entry.parameters
         if len(args) != len(params):
