@@ -239,6 +239,26 @@ def backend_config(instr: ir.Instruction) -> Mapping:
     return _backend_config(text) if text else {}
 
 
+#: The largest trip count XLA can hold (WhileLoopBackendConfig.KnownTripCount.n is an int64).
+MAX_TRIP_COUNT = 2**63 - 1
+
+
+def known_trip_count(instr: ir.Instruction) -> int | None:
+    """XLA's `known_trip_count` of a while loop (backend_config {"known_trip_count":{"n":"100"}}),
+    None when absent or not a count: negative, fractional, above int64, or not a number.  XLA's
+    runtime then runs the body exactly that often (WhileThunk)."""
+    config = backend_config(instr)
+    known = config.get("known_trip_count") if isinstance(config, Mapping) else None
+    n = known.get("n") if isinstance(known, Mapping) else None
+    if isinstance(n, bool):
+        return None
+    if isinstance(n, str) and n.strip().isascii() and n.strip().isdigit():
+        n = int(n)
+    if isinstance(n, int) and 0 <= n <= MAX_TRIP_COUNT:
+        return n
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Metadata:
     op_type: str | None = None
@@ -248,12 +268,9 @@ class Metadata:
     stack_frame_id: int | None = None
 
 
-_META_RE = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
-
-
 @functools.lru_cache(maxsize=16384)
 def _metadata(text: str) -> Metadata:
-    fields = {k: v for k, v in _META_RE.findall(text)}
+    fields = key_values(text)
 
     def s(key):
         return unquote(fields[key]) if key in fields else None
@@ -287,4 +304,62 @@ def frontend_attributes(instr: ir.Instruction) -> Mapping[str, str]:
     text = instr.attr("frontend_attributes")
     if not text:
         return {}
-    return {k: unquote(v) for k, v in re.findall(r'([\w.\-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^,}\s]+)', text)}
+    return {k: unquote(v) for k, v in key_values(text).items()}
+
+
+# ------------------------------------------------------------------------------------------
+# `key=value` fields, read in linear time
+# ------------------------------------------------------------------------------------------
+# Values hold user text (an op_name can be megabytes).  A regular expression that matches a
+# quoted string as `"(?:[^"\\]|\\.)*"` keeps a backtracking entry per character, about 170
+# bytes each: a 4 MB op_name took 700 MB.  Strings are found with str.find instead, and the
+# patterns below only ever match runs of characters from one class.
+
+_KEY_RE = re.compile(r"([\w.\-]+)[ \t]*=[ \t]*")
+_BARE_VALUE_RE = re.compile(r'[^\s,{}"]*')
+_SEPARATORS_RE = re.compile(r'[\s,{}]*')
+_OTHER_RE = re.compile(r'[^\s,{}"]+')
+
+
+def key_values(text: str) -> dict[str, str]:
+    """The `key=value` fields of a braced attribute value (`metadata={op_type="add"
+    op_name="f/add" source_line=3}`, `frontend_attributes={a="1",b="2"}`): values as written,
+    strings with their quotes.  Text that is no field is skipped; a later field wins."""
+    fields: dict[str, str] = {}
+    pos, end = 0, len(text)
+    while True:
+        pos = _SEPARATORS_RE.match(text, pos).end()
+        if pos >= end:
+            return fields
+        key = _KEY_RE.match(text, pos)
+        if key is None:  # not a field: skip this word, or this string
+            pos = _string_end(text, pos) if text[pos] == '"' else _OTHER_RE.match(text, pos).end()
+            continue
+        start = key.end()
+        stop = _string_end(text, start) if text.startswith('"', start) else _BARE_VALUE_RE.match(text, start).end()
+        fields[key.group(1)] = text[start:stop]
+        pos = stop  # an empty value stops at a separator, which the next round skips
+
+
+def _string_end(text: str, start: int) -> int:
+    end = quoted_end(text, start)
+    return len(text) if end < 0 else end  # not closed: the rest of the text
+
+
+def quoted_end(text: str, start: int) -> int:
+    """Where the string opened by the quote (`"` or `'`) at `start` ends (after its closing
+    quote), -1 when it is not closed.  A backslash escapes the character after it."""
+    run = _STRING_RUNS[text[start]]
+    pos, end = start + 1, len(text)
+    while True:
+        pos = run.match(text, pos).end()
+        if pos >= end or (text[pos] == "\\" and pos + 1 >= end):
+            return -1
+        if text[pos] != "\\":
+            return pos + 1  # the closing quote
+        # else 1024 escapes were read: the next run goes on from this backslash
+
+
+# The body of a string, 1024 escapes at most per match: the engine keeps an entry per
+# repetition of the group until the match ends, so the bound keeps that memory small.
+_STRING_RUNS = {q: re.compile(r"[^Q\\]*(?:\\[\s\S][^Q\\]*){0,1024}".replace("Q", q)) for q in "\"'"}

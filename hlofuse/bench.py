@@ -32,12 +32,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from . import ir
 from .errors import BackendUnavailable, ExecutionError, HlofuseError, InputError
+
+if TYPE_CHECKING:
+    from .execute.budget import Limits
 
 DEFAULT_PLANS = ("unfused", "xla")
 PLAN_NAMES = ("unfused", "xla", "replay", "relax:RULE", "loop")
@@ -344,11 +347,13 @@ class Progress:
 
 
 def run_plans(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = None, seed: int = 0,
-              repeat: int = 5, warmup: int = 1, progress: Progress | None = None) -> list[PlanResult]:
+              repeat: int = 5, warmup: int = 1, progress: Progress | None = None,
+              limits: "Limits | None" = None) -> list[PlanResult]:
     """Compile, check and time every plan; the reference is the evaluator on `unfused` (or the
-    first plan that has a module)."""
+    first plan that has a module).  `limits`: memory and loop iterations a plan may take
+    (execute/budget.py; by default from the environment)."""
     progress = progress or Progress()
-    prepared = prepare(plans, device, inputs=inputs, seed=seed, progress=progress)
+    prepared = prepare(plans, device, inputs=inputs, seed=seed, progress=progress, limits=limits)
     time_prepared([prepared], device, repeat=repeat, warmup=warmup, progress=progress)
     return prepared.results
 
@@ -362,10 +367,11 @@ class Prepared:
 
 
 def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = None, seed: int = 0,
-            progress: Progress | None = None) -> Prepared:
+            progress: Progress | None = None, limits: "Limits | None" = None) -> Prepared:
+    from .execute import budget
     from .execute.inputs import random_inputs, relative_error, tolerance
     from .execute.cpu import value_leaves
-    from .execute.interp import evaluate
+    from .execute.interp import Evaluator
     from .execute.lower import lower
     from .execute.runtime import Runner
 
@@ -376,18 +382,23 @@ def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = 
     if not usable:
         return Prepared(ordered, {})
     reference_plan = next((p for p in usable if p.name == "unfused"), usable[0])
+    limits = limits or budget.Limits.from_environment()
+    # Before the inputs are drawn: a few lines of text can declare terabytes or 10**18 trips.
+    budget.check(reference_plan.module, limits, f"plan {reference_plan.name}")
     sig = signature(reference_plan.module)
     if inputs is None:
         inputs = random_inputs(sig, seed)
     elif len(inputs) != len(sig):
         raise InputError(f"the module takes {len(sig)} inputs, {len(inputs)} were given")
     progress.stage(f"reference: evaluating {reference_plan.name} with NumPy")
-    reference = [np.asarray(v) for v in value_leaves(evaluate(reference_plan.module, list(inputs)))]
+    evaluator = Evaluator(reference_plan.module, max_iterations=limits.iterations, max_bytes=limits.memory_bytes)
+    reference = [np.asarray(v) for v in value_leaves(evaluator.run(list(inputs)))]
     runners = {}
     progress.stage("compiling", total=len(usable))
     for plan in usable:
         result = results[plan.name]
         try:
+            budget.check(plan.module, limits, f"plan {plan.name}")
             if signature(plan.module) != sig:
                 raise ExecutionError(f"its inputs differ from the reference's ({plan.module.name})")
             lowered = lower(plan.module, loop_kernels=plan.loop, loop_tile=getattr(device, "loop_tile", 1))

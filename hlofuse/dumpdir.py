@@ -250,19 +250,35 @@ def read_input(path: str, module: str | None = None, stage: str | None = None,
                pipeline: str | None = None) -> tuple[str, str]:
     """(text, display name) of a file, a dump folder (module/stage chosen), or "-" for stdin."""
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
+        stdin = getattr(sys.stdin, "buffer", None)
+        if stdin is None:  # replaced by a text stream (tests, notebooks)
+            return sys.stdin.read(), "<stdin>"
+        return decode(stdin.read(), "<stdin>"), "<stdin>"
     p = Path(path)
     if p.is_dir():
         chosen = choose_stage(choose_module(scan(p), module, path), stage, pipeline)
-        return _read(chosen.path), str(chosen.path)
+        return read_text(chosen.path), str(chosen.path)
     if not p.exists():
         raise InputError(f"{path}: no such file or folder")
-    return _read(p), path
+    return read_text(p), path
 
 
-def _read(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """A file's text; HloSyntaxError when its bytes are not text (see parse/sniff.py)."""
     try:
-        with open(path, encoding="utf-8", errors="replace", newline="") as fh:
-            return fh.read()
+        with open(path, "rb") as fh:
+            data = fh.read()
     except OSError as err:
         raise InputError(f"{path}: {err.strerror}") from None
+    return decode(data, str(path))
+
+
+def decode(data: bytes, name: str) -> str:
+    """UTF-8 text (a stray byte that is not UTF-8 becomes U+FFFD), unless `data` is binary."""
+    from .errors import HloSyntaxError
+    from .parse.sniff import binary_bytes, binary_message
+
+    binary = binary_bytes(data)
+    if binary is not None:
+        raise HloSyntaxError(binary_message(binary), path=name)
+    return data.decode("utf-8", errors="replace")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .terminal import printable
+
 # Exit codes of the `hlofuse` command (named, so scripts can rely on them).
 EXIT_OK = 0
 EXIT_USAGE = 2  # click's own code for bad options
@@ -18,8 +20,8 @@ class HlofuseError(Exception):
     exit_code = EXIT_INPUT
 
     def one_line(self) -> str:
-        """The error as the single line the CLI prints."""
-        return f"error: {self}"
+        """The error as the single line the CLI prints (control characters escaped)."""
+        return printable(f"error: {self}")
 
 
 class HloSyntaxError(HlofuseError):
@@ -62,19 +64,17 @@ class HloSyntaxError(HlofuseError):
         return f"{where}: error: {self.message}"
 
     def one_line(self) -> str:
-        return str(self)
+        return printable(str(self))
 
     def context(self) -> str:
-        """The offending source line with a caret under the column (empty when unknown); its
-        control characters are shown as escapes (it is printed to a terminal), the caret moved
-        to match."""
-        from .terminal import printable
-
+        """The offending source line with a caret under the column (empty when unknown).
+        Characters a terminal would act on are escaped, the caret moved to match."""
         if self.source_line is None or self.column is None:
             return ""
         line = self.source_line.rstrip("\r\n").expandtabs(1)
-        before = printable(line[: max(self.column - 1, 0)])
-        return f"{before}{printable(line[max(self.column - 1, 0):])}\n{' ' * len(before)}^"
+        before = max(self.column - 1, 0)
+        caret = " " * len(printable(line[:before])) + "^"
+        return f"{printable(line)}\n{caret}"
 
 
 class InputError(HlofuseError):

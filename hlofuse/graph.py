@@ -641,6 +641,9 @@ class Program:
     @classmethod
     def from_module(cls, module: ir.Module) -> "Program":
         """A graph per computation; fusion instructions get their fused computation as `fused`."""
+        from .cycles import require_acyclic
+
+        require_acyclic(module)  # a module built in memory has not met the parser's check
         prog = cls(module.name)
         prog.attrs = list(module.attrs)
         prog.stack_frames = module.stack_frames

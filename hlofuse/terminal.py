@@ -14,13 +14,17 @@ from __future__ import annotations
 import functools
 import re
 
-# C0 controls but tab, DEL, and C1 controls (0x9b is CSI on terminals that read 8-bit codes).
-_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
-_CONTROLS_BUT_NEWLINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 controls but tab, DEL, C1 controls (0x9b is CSI on terminals that read 8-bit codes), and
+# the invisible Unicode formatting characters that reorder or hide text (bidi overrides and
+# isolates, zero-width characters, line and paragraph separators, the byte-order mark).
+_INVISIBLE = "\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff"
+_CONTROLS = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_INVISIBLE}]")
+_CONTROLS_BUT_NEWLINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
 
 
 def _visible(match: re.Match) -> str:
-    return f"\\x{ord(match.group()):02x}"
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def printable(text: str, *, keep_newlines: bool = False) -> str:

@@ -272,6 +272,11 @@ class _Checker:
 
     # -- async wrappers (async-start / -update / -done and their `op-start` sugar) ----------
     def check_async(self) -> None:
+        """XLA's parser on async ops (hlo_parser.cc, ParseOpcode and CreateInstruction's
+        kAsyncStart/kAsyncUpdate/kAsyncDone case): `X-start`, `X-update`, `X-done` for an
+        opcode X that has no such opcode of its own (all-to-all-start, reduce-scatter-done,
+        custom-call-update...) is an async op wrapping X; the chain's later ops must name the
+        X of its start, and follow a start or an update."""
         used: dict[str, str] = {}
         kinds = _ASYNC_KINDS
         for comp in self.module.computations:
@@ -282,14 +287,11 @@ class _Checker:
                     kind = kinds[opcode] = _async_kind(opcode)
                 if kind is None:
                     continue
-                if kind in ("start", "update") and instr.opcode.startswith("async-"):
+                if kind in ("start", "update"):
                     tuple_shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else ()
                     if len(tuple_shapes) < 2 or not tuple_shapes[0].is_tuple:
                         raise self.error("AsyncStart and AsyncUpdate expect the op shape to be in the form of "
                                          "((async-operands), async-outputs, state).", instr)
-                stem = instr.opcode.rsplit("-", 1)[0]
-                if stem != "async" and stem != "custom-call":
-                    raise self.error(f"Expect async wrapped opcode to be custom-call, but got {stem}", instr)
                 if kind == "start":
                     callee = instr.attr("calls")
                     if callee:
@@ -305,6 +307,11 @@ class _Checker:
                 start = comp[instr.operands[0]]
                 while _async_kind(start.opcode) == "update" and start.operands:
                     start = comp[start.operands[0]]
+                wrapped = _wrapped_opcode(opcode)
+                if wrapped is not None:
+                    started = self._started_opcode(start)
+                    if started is not None and started != wrapped:
+                        raise self.error(f"Expect async wrapped opcode to be {started}, but got {wrapped}", instr)
                 mine, theirs = instr.attr("calls"), start.attr("calls")
                 if mine and theirs and mine.lstrip("%") != theirs.lstrip("%"):
                     raise self.error(f"Expect async_wrapped_computation to be {theirs.lstrip('%')}, but got "
@@ -314,6 +321,14 @@ class _Checker:
                 if thread is not None and attributes.unquote(thread) != expected:
                     raise self.error(f"Expect async_execution_thread to be {expected}, but got "
                                      f"{attributes.unquote(thread)}", instr, "async_execution_thread")
+
+    def _started_opcode(self, start: ir.Instruction) -> str | None:
+        """The opcode an async chain wraps: X of `X-start`, or the root of async-start's `calls`."""
+        wrapped = _wrapped_opcode(start.opcode)
+        if wrapped is not None:
+            return wrapped
+        callee = self.module.by_name.get((start.attr("calls") or "").lstrip("%"))
+        return callee.root.opcode if callee is not None else None
 
 
 def attribute_allowed(opcode: str, key: str) -> bool:
@@ -346,13 +361,25 @@ def _value_fits(terminal: str, value: str) -> bool:
 
 
 def _async_kind(opcode: str) -> str | None:
-    """start / update / done for async ops and their sugar (`custom-call-start`), else None.
-    Collectives with their own start/done opcodes (all-reduce-start, copy-start...) are not
-    async wrappers."""
+    """start / update / done for async ops and their sugar (`custom-call-start`,
+    `all-to-all-done`), else None.  Opcodes of their own (all-reduce-start, copy-done,
+    send-done...) are not async wrappers, and neither is the sugar of an opcode XLA does not
+    have (kept as an unknown opcode)."""
     for suffix in ("start", "update", "done"):
         if opcode.endswith("-" + suffix):
-            if opcode.startswith("async-") or opcode not in KNOWN_OPCODES:
+            if opcode.startswith("async-") or _wrapped_opcode(opcode) is not None:
                 return suffix
+    return None
+
+
+def _wrapped_opcode(opcode: str) -> str | None:
+    """X of the sugar `X-start` / `X-update` / `X-done` (X a known opcode, `X-start` not one)."""
+    if opcode in KNOWN_OPCODES:
+        return None
+    for suffix in _ASYNC_SUFFIXES:
+        if opcode.endswith(suffix):
+            stem = opcode[: -len(suffix)]
+            return stem if stem in KNOWN_OPCODES else None
     return None
 
 

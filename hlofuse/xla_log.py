@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from .attributes import quoted_end
 from .errors import InputError
 
 # ------------------------------------------------------------------------------------------
@@ -189,7 +190,9 @@ def _member_table(fusions: list[FusionStep]) -> dict[str, frozenset[str]]:
 # Reading the protobuf text format
 # ------------------------------------------------------------------------------------------
 
-_TOKEN = re.compile(r'\s*(?:(#[^\n]*)|([A-Za-z_][\w.]*)|("(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\')|'
+# A string token is only its opening quote here: its end is found with str.find (see
+# attributes.quoted_end; hlo_module_before_fusion is a whole module in one string).
+_TOKEN = re.compile(r'\s*(?:(#[^\n]*)|([A-Za-z_][\w.]*)|(["\'])|'
                     r'([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf|nan)[fF]?)|([{}:<>\[\],;]))')
 
 
@@ -204,52 +207,46 @@ def _tokens(text: str) -> Iterator[tuple[str, str]]:
                 return
             raise InputError(f"priority fusion log: cannot read {rest[:40]!r}")
         pos = m.end()
-        comment, ident, string, number, punct = m.groups()
+        comment, ident, quote, number, punct = m.groups()
         if comment is not None:
             continue
         if ident is not None:
             yield "id", ident
-        elif string is not None:
-            yield "str", _unescape(string[1:-1])
+        elif quote is not None:
+            start = m.start(3)
+            pos = quoted_end(text, start)
+            if pos < 0:
+                raise InputError("priority fusion log: a string is not closed")
+            yield "str", _unescape(text[start + 1:pos - 1])
         elif number is not None:
             yield "num", number
         elif punct is not None:
             yield "p", punct
 
 
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "a": "\a", "b": "\b",
-            "f": "\f", "v": "\v", "?": "?"}
+_ESCAPES = {b"n": b"\n", b"t": b"\t", b"r": b"\r", b"a": b"\a", b"b": b"\b", b"f": b"\f", b"v": b"\v"}
+_ESCAPE_RE = re.compile(rb"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|([\s\S]))")
 
 
 def _unescape(body: str) -> str:
-    """C-style escapes of protobuf text strings (octal bytes decode as UTF-8)."""
-    out = bytearray()
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if ch != "\\":
-            out.extend(ch.encode())
-            i += 1
-            continue
-        nxt = body[i + 1] if i + 1 < len(body) else ""
-        if nxt in _ESCAPES:
-            out.extend(_ESCAPES[nxt].encode())
-            i += 2
-        elif nxt.isdigit():
-            j = i + 1
-            while j < len(body) and j < i + 4 and body[j] in "01234567":
-                j += 1
-            out.append(int(body[i + 1:j], 8) & 0xFF)
-            i = j
-        elif nxt == "x":
-            j = i + 2
-            while j < len(body) and j < i + 4 and body[j] in "0123456789abcdefABCDEF":
-                j += 1
-            out.append(int(body[i + 2:j], 16))
-            i = j
+    """C-style escapes of protobuf text strings (octal and hex escapes are bytes, decoded as
+    UTF-8 with the rest); any other escaped character stands for itself."""
+    if "\\" not in body:
+        return body
+    raw = body.encode("utf-8", errors="surrogatepass")
+    out = bytearray()  # grown in place: re.sub would hold two objects per escape until it joins them
+    pos = 0
+    for m in _ESCAPE_RE.finditer(raw):
+        out += raw[pos:m.start()]
+        octal, hexadecimal, char = m.groups()
+        if octal is not None:
+            out.append(int(octal, 8) & 0xFF)
+        elif hexadecimal is not None:
+            out.append(int(hexadecimal, 16))
         else:
-            out.extend(nxt.encode())
-            i += 2
+            out += _ESCAPES.get(char, char)
+        pos = m.end()
+    out += raw[pos:]
     return out.decode("utf-8", errors="replace")
 
 

@@ -1,7 +1,8 @@
 """Fuzzing the parser: mutated HLO (truncated, tokens inserted or deleted, lines dropped or
-duplicated, numbers changed, brackets unbalanced, random bytes) must either parse or raise an
-HlofuseError, never anything else, and never hang.  What parses must print back to text that
-parses to the same module.
+duplicated, numbers changed, brackets unbalanced, random bytes, operands renamed into cycles,
+dimensions made enormous) must either parse or raise an HlofuseError, never anything else, and
+never hang.  What parses must hold no cycle and print back to text that parses to the same
+module.
 
 Two drivers over the same mutations: a seeded loop (deterministic, the same cases on every run)
 and hypothesis (new cases each run, shrunk to a small reproducer when one fails).  Both are
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 
 import hlofuse
 from hlofuse import HlofuseError
+from hlofuse.cycles import cycle_error
 
 from conftest import read_text, shared_dir
 
@@ -77,7 +79,7 @@ def _warm_parser():
 def mutate(text: str, rng: random.Random) -> str:
     """One to three random edits of the kinds listed in the module docstring."""
     for _ in range(rng.randint(1, 3)):
-        kind = rng.randrange(9)
+        kind = rng.randrange(11)
         n = len(text)
         pos = rng.randrange(n + 1)
         if kind == 0:  # truncate
@@ -114,12 +116,28 @@ def mutate(text: str, rng: random.Random) -> str:
             chars = "".join(chr(rng.choice([rng.randrange(32, 127), rng.randrange(0, 32), rng.randrange(128, 0x3000)]))
                             for _ in range(rng.randint(1, 8)))
             text = text[:pos] + chars + text[pos:]
-        else:  # swap two lines
+        elif kind == 8:  # swap two lines
             lines = text.split("\n")
             i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
             lines[i], lines[j] = lines[j], lines[i]
             text = "\n".join(lines)
+        elif kind == 9:  # an operand renamed to its own instruction or to a later one: a cycle, or a use before definition
+            defs = list(_DEFINITION_RE.finditer(text))
+            if defs:
+                k = rng.randrange(len(defs))
+                m, target = defs[k], rng.choice(defs[k:]).group(1)
+                text = text[:m.start(2)] + target + text[m.end(2):]
+        else:  # dimensions far beyond any memory
+            dims = list(re.finditer(r"\[(\d+(?:,\d+)*)\]", text))
+            if dims:
+                m = rng.choice(dims)
+                new = rng.choice(["9223372036854775807", "4294967296,4294967296", "99999999999999999999", "0,1000000000000"])
+                text = text[:m.start(1)] + new + text[m.end(1):]
     return text
+
+
+# An instruction's name (group 1) and its first operand's name (group 2).
+_DEFINITION_RE = re.compile(r"(%?[A-Za-z_][\w.\-]*) = [^\n=]*?[a-z][a-z0-9\-]*\((?:[^)%\n]*\s)?(%?[A-Za-z_][\w.\-]*)[,)]")
 
 
 class _Timeout(Exception):
@@ -155,6 +173,7 @@ def check_one(text: str) -> str:
             if hasattr(err, "context"):
                 err.context()
             return "error"
+        assert cycle_error(module) is None, "a module with a cycle was accepted"
         printed = hlofuse.dumps(module)
         again = hlofuse.loads(printed)
         assert again == module, "loads(dumps(m)) != m"

@@ -76,3 +76,21 @@ def test_duplicate_computation_across_the_halves(text, small_threshold, monkeypa
     duplicate = text[:-1] + "\n" + text[first:end] + "\n"
     with pytest.raises(hlofuse.HloSyntaxError, match=f"computation '{name[1:]}' is already defined"):
         hlofuse.loads(duplicate)
+
+
+def test_a_call_cycle_across_the_halves(text, small_threshold, monkeypatch):
+    # two computations calling each other, one in each half: only the merge sees the cycle
+    first = text.index("\n\n%", len(text) // 10) + 2
+    a = "%cyc_a (x: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n  ROOT %c = f32[] call(%x), to_apply=%cyc_b\n}\n\n"
+    b = "\n%cyc_b (x: f32[]) -> f32[] {\n  %x = f32[] parameter(0)\n  ROOT %c = f32[] call(%x), to_apply=%cyc_a\n}\n"
+    looped = text[:first] + a + text[first:] + b
+    calls = []
+    real = parallel._merge
+    monkeypatch.setattr(parallel, "_merge", lambda *a: calls.append(1) or real(*a))
+    with pytest.raises(hlofuse.HloSyntaxError, match="computation cyc_a calls itself: cyc_a → cyc_b → cyc_a") as two:
+        hlofuse.loads(looped)
+    assert calls, "the two-process path did not run"
+    with pytest.raises(hlofuse.HloSyntaxError) as one:
+        _serial(looped, monkeypatch)
+    assert str(two.value) == str(one.value)
+    assert two.value.line == looped[:first].count("\n") + 3

@@ -54,8 +54,15 @@ class _Bar:
               help="Inputs instead of random ones: arrays named after the entry parameters, or arr_0, arr_1...")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: {device, plans: [...]}.")
 @click.option("--csv", "csv_file", metavar="FILE", help="Also write the table as CSV.")
+@click.option("--memory-limit", metavar="SIZE",
+              help="Refuse plans whose declared shapes need more memory than this (bytes, or 512M, 8G...; "
+                   "default: HLOFUSE_MEMORY_LIMIT, else half the physical memory).")
+@click.option("--max-iterations", type=click.IntRange(0), metavar="N",
+              help="Refuse plans with a while loop whose body runs more than N times per run (default: "
+                   "HLOFUSE_MAX_ITERATIONS, else 1000000).")
 @guarded()
-def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file, as_json, csv_file):
+def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file, as_json, csv_file,
+              memory_limit, max_iterations):
     """Run fusion plans of a dump as real kernels, check them against the NumPy reference on
     the same random inputs, and time them: kernels, launches, bytes moved, median time with
     its spread (min – max, IQR; plans spreading over 10% are flagged noisy), speedup over
@@ -63,14 +70,21 @@ def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file,
     (`loop` without a suitable loop) is listed as not applicable; unknown plans are refused
     before any work.  Exit code 7 when a plan fails or differs from the reference.
 
+    Before allocating anything, the memory the declared shapes need and the trips of every
+    while loop (known_trip_count, or the loop's condition) are checked against the limits.
+
     \b
     Examples:
       hlofuse bench sample_dumps/gpu-legacy-rtx2080ti/cartpole_b_concat_vecdone --device cpu
       hlofuse bench dump/ --plan unfused --plan xla --plan relax:concat --plan loop --json
+      hlofuse bench big.hlo --memory-limit 4G --max-iterations 100000
     """
     from .. import bench
     from ..errors import OptionError
     from ..inputs import check_options
+    from ..execute.budget import Limits
+
+    limits = Limits.from_environment(memory_limit, max_iterations)
 
     check_outputs({"--csv": csv_file}, [input, inputs_file, gpu])
     err = stderr_console()
@@ -95,7 +109,8 @@ def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file,
             reference = next((p.module for p in plan_list if p.module is not None), None)
             if reference is not None:
                 inputs = bench.read_inputs(inputs_file, reference)
-        results = bench.run_plans(plan_list, dev, inputs=inputs, seed=seed, repeat=repeat, progress=bar)
+        results = bench.run_plans(plan_list, dev, inputs=inputs, seed=seed, repeat=repeat, progress=bar,
+                                  limits=limits)
     frame = bench.to_frame(results)
     if csv_file:
         from ..render.csv import csv_text

@@ -49,9 +49,14 @@ class Evaluator:
     """Evaluates the computations of one module.  `max_iterations` bounds every while loop
     (a guard against loops that never end on random inputs)."""
 
-    def __init__(self, module: ir.Module, *, max_iterations: int = 10_000_000):
+    def __init__(self, module: ir.Module, *, max_iterations: int = 10_000_000, max_bytes: int | None = None):
+        from ..cycles import require_acyclic
+
+        require_acyclic(module)  # a module built in memory has not met the parser's check
         self.module = module
         self.max_iterations = max_iterations
+        #: the memory a run may take (None: HLOFUSE_MEMORY_LIMIT, else half the physical memory)
+        self.max_bytes = max_bytes
         self._compiled: dict[str, tuple[list[_Step], dict[int, int], int]] = {}
         self._constants: dict[int, np.ndarray] = {}
         #: id(instruction) → its operands' shapes (a bitcast needs its operand's layout)
@@ -59,7 +64,15 @@ class Evaluator:
 
     # -- entry points ---------------------------------------------------------------------
     def run(self, args: Sequence[Value]) -> Value:
-        """Evaluate the entry computation on `args` (logical-shape arrays, one per parameter)."""
+        """Evaluate the entry computation on `args` (logical-shape arrays, one per parameter).
+        Refused before it starts when the values the module declares need more than
+        `max_bytes` (execute/budget.py) or a loop runs more than `max_iterations` times."""
+        from .budget import Limits, check
+
+        limits = Limits.from_environment(iterations=self.max_iterations)
+        if self.max_bytes is not None:
+            limits = Limits(self.max_bytes, self.max_iterations)
+        check(self.module, limits)
         entry = self.module.entry
         params = entry.parameters
         if len(args) != len(params):
@@ -592,19 +605,11 @@ def _copy_done(ev, instr, ops):
     return ops[0][0]
 
 
-def known_trip_count(instr: ir.Instruction) -> int | None:
-    config = attrs.backend_config(instr)
-    try:
-        return int(config["known_trip_count"]["n"])
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
 @handles("while")
 def _while(ev, instr, ops):
     cond, body = instr.attr("condition").lstrip("%"), instr.attr("body").lstrip("%")
     state = ops[0]
-    for _ in range(ev.max_iterations):
+    for _ in range(ev.max_iterations + 1):  # the last test ends a loop of exactly max_iterations
         if not bool(np.asarray(ev.call(cond, [state]))):
             return state
         state = ev.call(body, [state])

@@ -30,7 +30,7 @@ from ..errors import ExecutionError
 from ..opcodes import NON_KERNEL
 from . import emit, numeric
 from .kernel import KernelBody, generate
-from .interp import THREEFRY_TARGETS, known_trip_count, literal_value
+from .interp import THREEFRY_TARGETS, literal_value
 
 Tree = Union[int, tuple, None]  # a buffer id, a tuple of trees, or a token
 
@@ -466,7 +466,7 @@ class Lowerer:
         cond_steps: list = []
         cond_scope = _Scope(cond, _liveness(cond), {}, {})
         pred = self.lower_computation(cond_scope, [state_tree], cond_steps)
-        trip = known_trip_count(instr)
+        trip = attrs.known_trip_count(instr)
         steps.append(While(instr.name, entry, cond_steps, pred, body_steps, end, trip))
         return state_tree
 
@@ -618,4 +618,7 @@ def _bytes_read(comp: ir.Computation, number: int, full: int) -> int:
 
 def lower(module: ir.Module, *, loop_kernels: bool = False, loop_tile: int = 1) -> Lowered:
     """`loop_tile`: batch elements one thread of a loop kernel takes (the device says)."""
+    from ..cycles import require_acyclic
+
+    require_acyclic(module)  # a module built in memory has not met the parser's check
     return Lowerer(module, loop_kernels=loop_kernels, loop_tile=loop_tile).lower()

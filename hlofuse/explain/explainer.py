@@ -25,6 +25,9 @@ _SIBLING_PASSES = frozenset({"multi_output_fusion", "horizontal_loop_fusion", "h
 class Explainer:
     def __init__(self, module: ir.Module, detected: Detected, dump: DumpContext | None, stage: str,
                  replay=None):
+        from ..cycles import require_acyclic
+
+        require_acyclic(module)  # a module built in memory has not met the parser's check
         self.m = module
         self.detected = detected
         self.dump = dump
@@ -39,7 +42,7 @@ class Explainer:
         self._pipeline_ready = False
         self._loops: dict[str, LoopSummary] = {}
         self._loop_by_comp: dict[str, LoopSummary] | None = None
-        self._runs: dict[str, float | None] = {}
+        self._runs: dict[str, int | None] = {}
         self._xla_log = None
         self._xla_log_ready = False
         self._refusals: tuple[dict, dict, dict] | None = None
@@ -465,7 +468,7 @@ class Explainer:
                                           dict(kinds), self._runs_of(comp.name, set())))
         return out
 
-    def _runs_of(self, comp: str, visiting: set) -> float | None:
+    def _runs_of(self, comp: str, visiting: set) -> int | None:
         if comp in self._runs:
             return self._runs[comp]
         if comp == self.m.entry_name:
@@ -473,7 +476,7 @@ class Explainer:
         if comp in visiting:
             return None
         visiting = visiting | {comp}
-        total: float = 0
+        total = 0
         callers = self.m.callers.get(comp, ())
         if not callers:
             return None

@@ -1,31 +1,26 @@
 """Trip counts of while loops: XLA's `known_trip_count` (which its runtime uses to run only the
-body), or a compare of a counter against a constant in the condition, with a constant start
-and step."""
+body), or a compare of an integer counter against a constant in the condition, with a
+constant start and step.  Counts are exact integers from 0 to int64's largest (XLA's counters
+are integers of at most 64 bits), or unknown (None); never negative, never a float."""
 
 from __future__ import annotations
 
-import math
-from typing import Mapping
-
 from .. import attributes, ir
+
 
 def trip_count(module: ir.Module, comp: ir.Computation, loop: ir.Instruction) -> tuple[int | None, str | None]:
     """(trip count, where it came from): `backend_config` (XLA's `known_trip_count`, which the
     runtime uses to skip the condition), `condition` (a compare of a counter against a
-    constant, with a constant start and step), or (None, None)."""
-    config = attributes.backend_config(loop)
-    known = config.get("known_trip_count") if isinstance(config, Mapping) else None
-    if isinstance(known, Mapping) and "n" in known:
-        try:
-            return int(known["n"]), "backend_config"
-        except (TypeError, ValueError):
-            pass
+    constant, with a constant start and step), or (None, None).  A known_trip_count that is
+    no count (negative, fractional, beyond int64) is not used."""
+    known = attributes.known_trip_count(loop)
+    if known is not None:
+        return known, "backend_config"
     found = _trip_count_from_condition(module, comp, loop)
     return (found, "condition") if found is not None else (None, None)
 
 
-_COMPARE = {"LT": lambda i, n: i < n, "LE": lambda i, n: i <= n, "GT": lambda i, n: i > n,
-            "GE": lambda i, n: i >= n, "NE": lambda i, n: i != n}
+_DIRECTIONS = ("LT", "LE", "GT", "GE", "NE")
 
 
 def _trip_count_from_condition(module: ir.Module, comp: ir.Computation, loop: ir.Instruction) -> int | None:
@@ -40,21 +35,36 @@ def _trip_count_from_condition(module: ir.Module, comp: ir.Computation, loop: ir
     if lhs[0] == "const" and rhs[0] == "elem":
         lhs, rhs = rhs, lhs
         direction = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE"}.get(direction, direction)
-    if lhs[0] != "elem" or rhs[0] != "const" or direction not in _COMPARE:
+    if lhs[0] != "elem" or rhs[0] != "const" or direction not in _DIRECTIONS:
         return None
     index, bound = lhs[1], rhs[1]
     init = _constant_element(module, comp, loop.operands[0], index)
-    step_expr = _body_update(module, body, index)
-    if init is None or step_expr is None or step_expr == 0:
+    step = _body_update(module, body, index)
+    if init is None or step is None:
         return None
-    i, n, test = init, 0, _COMPARE[direction]
-    # Closed form for the usual count-up loop; a bounded walk otherwise.
-    if direction in ("LT", "NE") and step_expr > 0 and bound >= i and (direction != "NE" or (bound - i) % step_expr == 0):
-        return math.ceil((bound - i) / step_expr)
-    while test(i, bound) and n < 10_000_000:
-        i += step_expr
-        n += 1
-    return n if n < 10_000_000 else None
+    count = iterations(init, bound, step, direction)
+    return count if count is not None and count <= attributes.MAX_TRIP_COUNT else None
+
+
+def iterations(init: int, bound: int, step: int, direction: str) -> int | None:
+    """How often `i = init; while (i <direction> bound) i += step;` runs its body, in integers
+    (no float division: counts past 2**53 stay exact); None when the loop never ends (a step
+    away from the bound, or a `NE` bound the steps jump over)."""
+    if direction in ("LT", "LE"):
+        limit = bound if direction == "LT" else bound + 1  # runs while i < limit
+        if init >= limit:
+            return 0
+        return -((init - limit) // step) if step > 0 else None
+    if direction in ("GT", "GE"):
+        limit = bound if direction == "GT" else bound - 1  # runs while i > limit
+        if init <= limit:
+            return 0
+        return -((limit - init) // -step) if step < 0 else None
+    if init == bound:
+        return 0
+    if step == 0 or (bound - init) % step != 0:
+        return None
+    return (bound - init) // step if (bound - init) // step > 0 else None
 
 
 def _as_expression(module: ir.Module, comp: ir.Computation, instr: ir.Instruction, depth: int = 0):
@@ -66,8 +76,10 @@ def _as_expression(module: ir.Module, comp: ir.Computation, instr: ir.Instructio
     if op == "get-tuple-element" and comp[instr.operands[0]].opcode == "parameter":
         return ("elem", attributes.integer(instr, "index", 0))
     if op == "constant" and instr.shape.is_scalar and instr.literal is not None:
+        if instr.shape.element_type not in ir.INTEGRAL_TYPES:
+            return None  # XLA counts trips of integer induction variables only
         try:
-            return ("const", int(float(instr.literal)))
+            return ("const", int(instr.literal))
         except ValueError:
             return None
     if op in ("copy", "bitcast", "convert", "reshape") and instr.operands:

@@ -85,7 +85,7 @@ class ComputationSummary:
     kernels: int
     by_kind: Mapping[str, int]
     #: How often the computation runs per execution of the program (None: unknown trip count).
-    runs: float | None
+    runs: int | None
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class Explanation:
         runs = {c.name: c.runs for c in self.computations}
         launches = _launches_total(self)
         bytes_static = sum(b.bytes for b in self.boundaries)
-        bytes_run: float | None = 0
+        bytes_run: int | None = 0
         for b in self.boundaries:
             r = runs.get(b.consumer_computation)
             if r is None or bytes_run is None:
@@ -169,15 +169,15 @@ class Explanation:
 
 
 def _num(value):
-    if value is None:
-        return None
+    if value is None or isinstance(value, int):
+        return value  # counts stay exact integers, however large (float() of them may overflow)
     return int(value) if float(value).is_integer() else value
 
 
 def _launches_total(ex: Explanation) -> int | None:
-    total: float = 0
+    total = 0
     for c in ex.computations:
         if c.runs is None:
             return None
         total += c.kernels * c.runs
-    return int(total)
+    return total

@@ -26,6 +26,7 @@ from .diagnostics import run_parser
 from .grammar import grammar_path, parser, terminal_regex
 from .parallel import PARALLEL_MIN_BYTES, jobs, parse_in_two
 from .shapes import parse_shape, split_top_level
+from .sniff import binary_message, binary_text, empty_input, empty_message
 
 __all__ = ["PARALLEL_MIN_BYTES", "grammar_path", "parse_shape", "parse_text", "parser", "split_top_level",
            "terminal_regex"]
@@ -40,6 +41,11 @@ def parse_text(text: str, path: str | None = None, *, strict: bool = False) -> i
 
     if not isinstance(text, str):
         raise TypeError("HLO text must be str")
+    if empty_input(text):
+        raise HloSyntaxError(empty_message(path, text), path=path)
+    binary = binary_text(text)
+    if binary is not None:
+        raise HloSyntaxError(binary_message(binary), path=path)
     if "\r" in text:
         # A lone CR ends a line too (old Mac files; XLA's lexer takes it so).  Replaced one for
         # one, so offsets stay those of the text, and lines and columns come out right.

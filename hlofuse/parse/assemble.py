@@ -10,6 +10,7 @@ import dataclasses
 import re
 
 from .. import ir
+from ..cycles import call_cycle, call_cycle_message, caller_of, instruction_cycle, instruction_cycle_message
 from ..errors import HloSyntaxError
 from .diagnostics import error_at, run_parser
 from .records import REWRITTEN_ATTRS, AnonOperand, RawComputation, RawInstr, RawModule
@@ -84,12 +85,26 @@ class Assembler:
             warnings=tuple(self.warnings),
             style=self.style(raw),
         )
-        for comp in module.computations:
+        position = {comp.name: k for k, comp in enumerate(module.computations)}
+        callees_first = True
+        for k, comp in enumerate(module.computations):
             for instr in comp.instructions:
                 for callee in instr.called:
-                    if callee not in module.by_name:
+                    at = position.get(callee)
+                    if at is None:
                         raise self.missing_callee(instr, callee)
+                    if at >= k:
+                        callees_first = False
+        if not callees_first:  # else no computation can call itself, even through others
+            self.check_calls(module)
         return module
+
+    def check_calls(self, module: ir.Module) -> None:
+        """No computation calls itself, directly or through others."""
+        cycle = call_cycle(module)
+        if cycle is not None:
+            caller = caller_of(module[cycle[0]], cycle[1])
+            raise self.error(call_cycle_message(cycle, caller), caller.span.line, caller.span.column)
 
     def missing_callee(self, instr: ir.Instruction, callee: str) -> HloSyntaxError:
         """A called computation that does not exist, or (as XLA reports it first) an attribute
@@ -188,17 +203,22 @@ class Assembler:
         """The computation, when `finish` would find nothing wrong with it, checked with less
         work; None when something may be wrong (then `finish` finds what, and says it as XLA
         does).  For the common computation: no control predecessors, no operand shapes."""
-        by_name = {instr.name: instr for instr in instrs}
-        if len(by_name) != len(instrs) or len(rc.roots) > 1 or not instrs:
+        if len(rc.roots) > 1 or not instrs:
+            return None
+        # Every operand defined above its user, as XLA prints: then no operand is missing and
+        # no instruction depends on itself (a name used before its definition goes to `finish`).
+        by_name: dict[str, ir.Instruction] = {}
+        for instr in instrs:
+            for op in instr.operands:
+                if op not in by_name:
+                    return None
+            by_name[instr.name] = instr
+        if len(by_name) != len(instrs):
             return None
         numbers = [instr.literal for instr in instrs if instr.opcode == "parameter"]
         if numbers and not (all(n.isascii() and n.isdigit() for n in numbers)
                             and len({int(n) for n in numbers}) == len(numbers)):
             return None
-        for instr in instrs:
-            for op in instr.operands:
-                if op not in by_name:
-                    return None
         root = instrs[rc.roots[0]] if rc.roots else instrs[-1]
         if rc.result_shape is not None and not parse_shape(rc.result_shape).compatible(root.shape):
             return None
@@ -404,6 +424,10 @@ class Assembler:
                         raise self.error(
                             f"The declared operand shape {dshape} is not compatible with the shape of the "
                             f"operand instruction {actual}", instr.span.line, instr.span.column)
+        cycle = instruction_cycle([instr for instr, _ in built], by_name)
+        if cycle is not None:
+            at = by_name[cycle[0]].span
+            raise self.error(instruction_cycle_message(cycle, name), at.line, at.column)
         if result_shape is not None:
             declared_result = parse_shape(result_shape)
             if not declared_result.compatible(root.shape):

@@ -40,12 +40,21 @@ def cache_name(grammar_text: str) -> str:
     return f"hlo-grammar-{digest}.lark-cache"
 
 
+def grammar_text(path: Path) -> str:
+    """The grammar as this Python's `re` reads it: before 3.11 it has no possessive
+    quantifiers, and `*+` (used where it matches the same text as `*`) becomes `*`."""
+    text = path.read_text()
+    if sys.version_info < (3, 11):
+        text = text.replace("*+", "*")
+    return text
+
+
 @functools.lru_cache(maxsize=None)
 def parser() -> lark.Lark:
     """The HLO parser: LALR(1), hlofuse's contextual lexer (`Lexer`), callbacks run during
     parsing (no parse tree is built).  Compiling the grammar takes about a second; loading
     Lark's tables from the cache, some 20 ms."""
-    text = grammar_path().read_text()
+    text = grammar_text(grammar_path())
     name = cache_name(text)
     folder = private_files.cache_folder(CACHE_FOLDER)
     if folder is not None:

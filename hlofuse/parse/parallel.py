@@ -178,11 +178,17 @@ def _merge(first: _Part, second: _Part, text: str, path: str | None, strict: boo
         warnings=tuple(first.warnings + second.warnings),
         style=assembler.style_of(percent, any(rc.params is not None for rc in raws)),
     )
-    by_name = module.by_name
-    for comp in module.computations:
+    position = {comp.name: k for k, comp in enumerate(module.computations)}
+    callees_first = True
+    for k, comp in enumerate(module.computations):
         for instr in comp.instructions:
             for callee in instr.called:
-                if callee not in by_name:
+                at = position.get(callee)
+                if at is None:
                     return None
+                if at >= k:
+                    callees_first = False
+    if not callees_first:
+        assembler.check_calls(module)
     return check_module(module, text, strict=strict, instructions=False)
 

@@ -42,7 +42,7 @@ def render_html(ex, svg: str | None = None, dot_source: str | None = None, svg_e
                "<th>of which</th><th>runs</th></tr>")
     for c in ex.computations:
         kinds = ", ".join(f"{v} {k}" for k, v in sorted(c.by_kind.items(), key=lambda kv: -kv[1]))
-        runs = "?" if c.runs is None else f"{c.runs:g}"
+        runs = "?" if c.runs is None else str(c.runs)
         out.append(f"<tr><td><code>{escape(c.name)}</code></td><td>{escape(c.role)}</td>"
                    f'<td class="num">{c.kernels}</td><td>{escape(kinds)}</td><td class="num">{runs}</td></tr>')
     out.append("</table>")

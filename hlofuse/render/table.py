@@ -164,6 +164,8 @@ def _ranges(numbers: list[int]) -> str:
 def _bytes(n) -> str:
     if n is None:
         return "?"
+    if isinstance(n, int) and n >= 10**18:  # counts multiplied by trip counts: past any float
+        return f"~10^{len(str(n)) - 1} B"
     n = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
@@ -173,4 +175,6 @@ def _bytes(n) -> str:
 
 
 def _int(value) -> str:
+    if isinstance(value, int):
+        return str(value)
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
