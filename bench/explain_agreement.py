@@ -50,11 +50,8 @@ def explain_folder(folder: Path):
 
     dump = dump_context(str(folder))
     module = parse_text(dump.chosen.path.read_text(encoding="utf-8", errors="replace"), str(dump.chosen.path))
-    return explain(module, dump=dump, gpu=_gpu_of(folder))
-
-
-def _gpu_of(folder: Path) -> str:
-    return folder.parent.name
+    gpu = folder.parent.name
+    return explain(module, dump=dump, gpu=None if gpu == "cpu" else gpu)
 
 
 _NUMBERS = re.compile(r"\d+(\.\d+)?")

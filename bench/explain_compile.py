@@ -13,6 +13,7 @@ dropped.
     /work/main/.venv-samples-current/bin/python bench/explain_compile.py               # all, both GPUs
     ... bench/explain_compile.py --gpu h100_sxm --only moe_train --force
     ... bench/explain_compile.py --out /tmp/dumps
+    ... bench/explain_compile.py --gpu cpu            # XLA:CPU instead (no fusion log; unknowns only)
 
 Folders: OUT/<gpu>/<program>/ (default OUT: bench/out/explain, ignored by git).  A folder that
 already holds an after_optimizations file is kept unless --force.
@@ -37,8 +38,12 @@ REPO = HERE.parent
 SPEC_DIR = REPO / "hlofuse" / "data" / "gpu_specs"
 DEFAULT_OUT = HERE / "out" / "explain"
 DEFAULT_GPUS = ("h100_sxm", "a100_sxm_80")
-FUSION_PASSES = ("variadic-op-splitter", "sort-iota-fusion", "priority-fusion", "multi_output_fusion")
-PASS_RE = "^(" + "|".join(re.escape(p) for p in FUSION_PASSES) + ")$"
+FUSION_PASSES = {"gpu": ("variadic-op-splitter", "sort-iota-fusion", "priority-fusion", "multi_output_fusion"),
+                 "cpu": ("fusion", "fusion-wrapper")}
+
+
+def pass_re(platform: str) -> str:
+    return "^(" + "|".join(re.escape(p) for p in FUSION_PASSES[platform]) + ")$"
 #: The files kept: XLA's stage files, per-pass snapshots and the priority-fusion log.
 KEEP = re.compile(r"\.(before_optimizations|[\w.]*after_optimizations|priority_fusion_dump|"
                   r"\d{4}\.[\w-]+\.after_[\w-]+\.before_[\w-]+)\.txt$")
@@ -58,13 +63,19 @@ def compile_child(program: str, gpu: str, dump_dir: str) -> None:
         jax.config.update(key, value)
     fn = types.FunctionType(prog.fn.__code__, prog.fn.__globals__, prog.name, prog.fn.__defaults__,
                             prog.fn.__closure__)
-    spec = (SPEC_DIR / f"{gpu}.txtpb").read_text()
-    topo = topologies.get_topology_desc(platform="cuda", target_config=spec, topology="1x1x1")
-    sharding = jax.sharding.SingleDeviceSharding(topo.devices[0])
-    args = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), prog.args,
-                                  is_leaf=lambda x: isinstance(x, P.Arg))
-    lowered = jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",))
-    lowered.compile(compiler_options={"xla_dump_to": dump_dir, "xla_dump_hlo_pass_re": PASS_RE})
+    leaf = {"is_leaf": lambda x: isinstance(x, P.Arg)}
+    if gpu == "cpu":
+        args = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), prog.args, **leaf)
+        lowered = jax.jit(fn).trace(*args).lower()
+    else:
+        spec = (SPEC_DIR / f"{gpu}.txtpb").read_text()
+        topo = topologies.get_topology_desc(platform="cuda", target_config=spec, topology="1x1x1")
+        sharding = jax.sharding.SingleDeviceSharding(topo.devices[0])
+        args = jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
+                                      prog.args, **leaf)
+        lowered = jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",))
+    platform = "cpu" if gpu == "cpu" else "gpu"
+    lowered.compile(compiler_options={"xla_dump_to": dump_dir, "xla_dump_hlo_pass_re": pass_re(platform)})
     print(json.dumps({"jax": jax.__version__}))
 
 
@@ -107,7 +118,8 @@ def compile_one(program: str, gpu: str, dest: Path) -> str | None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="dump root (default: bench/out/explain)")
-    ap.add_argument("--gpu", action="append", help=f"GPU spec name (default: {', '.join(DEFAULT_GPUS)})")
+    ap.add_argument("--gpu", action="append",
+                    help=f"GPU spec name, or cpu for XLA:CPU (default: {', '.join(DEFAULT_GPUS)})")
     ap.add_argument("--only", action="append", help="only these programs")
     ap.add_argument("--force", action="store_true", help="recompile folders that exist")
     ap.add_argument("--child", metavar="PROGRAM", help=argparse.SUPPRESS)

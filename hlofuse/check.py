@@ -90,9 +90,13 @@ def _key(opcode: str, shape: ir.Shape, operands: tuple[str, ...], instr: ir.Inst
     return (opcode, shape.to_text(layout=False), operands, attrs, instr.literal if opcode == "constant" else None)
 
 
-def map_fused_module(after: ir.Module, before: ir.Module) -> dict[str, dict[str, tuple[str, ...]]]:
+def map_fused_module(after: ir.Module, before: ir.Module,
+                     values: dict[tuple[str, str], str] | None = None) -> dict[str, dict[str, tuple[str, ...]]]:
     """Per computation of `after` that also exists in `before` (by name; the entry always):
-    kernel-launching instruction → the before-fusion instructions it computes."""
+    kernel-launching instruction → the before-fusion instructions it computes.  With `values`,
+    also fills it with (computation, instruction) → the before-fusion instruction it stands
+    for, for every instruction of `after` that stands for one (those inside a fusion keyed by
+    the fused computation's name)."""
     out: dict[str, dict[str, tuple[str, ...]]] = {}
     for comp in after.computations:
         if comp.name in after.fusion_computations:
@@ -103,11 +107,12 @@ def map_fused_module(after: ir.Module, before: ir.Module) -> dict[str, dict[str,
             target = before.by_name[comp.name]
         else:
             continue
-        out[comp.name] = _map_computation(after, comp, _Index(target, before))
+        out[comp.name] = _map_computation(after, comp, _Index(target, before), values)
     return out
 
 
-def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index) -> dict[str, tuple[str, ...]]:
+def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index,
+                     values: dict[tuple[str, str], str] | None = None) -> dict[str, tuple[str, ...]]:
     value: dict[str, object] = {}  # name → before name, or a tuple of them for tuple values
     members: dict[str, tuple[str, ...]] = {}
     for instr in comp.post_order:
@@ -127,7 +132,8 @@ def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index) -> 
                 value[instr.name] = existing
                 members[instr.name] = index.fusion_members[existing]
                 continue
-            result, inside = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index)
+            result, inside = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index,
+                                         values)
             value[instr.name] = result
             members[instr.name] = inside
             continue
@@ -140,6 +146,8 @@ def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index) -> 
         found = _find(index, instr, mapped_ops)
         value[instr.name] = found
         members[instr.name] = (found,) if isinstance(found, str) else ()
+    if values is not None:
+        values.update(((comp.name, name), v) for name, v in value.items() if isinstance(v, str))
     return members
 
 
@@ -159,7 +167,8 @@ def _find(index: _Index, instr: ir.Instruction, mapped_ops: tuple) -> object:
     return found
 
 
-def _map_fusion(module: ir.Module, body: ir.Computation, operands: tuple, index: _Index):
+def _map_fusion(module: ir.Module, body: ir.Computation, operands: tuple, index: _Index,
+                values: dict[tuple[str, str], str] | None = None):
     """Map a fused computation's instructions given what its parameters stand for."""
     value: dict[str, object] = {}
     inside: list[str] = []
@@ -170,7 +179,8 @@ def _map_fusion(module: ir.Module, body: ir.Computation, operands: tuple, index:
             continue
         mapped_ops = tuple(value.get(op) for op in instr.operands)
         if instr.opcode == "fusion" and instr.fused_computation in module.by_name:
-            result, nested = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index)
+            result, nested = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index,
+                                         values)
             value[instr.name] = result
             inside.extend(n for n in nested if n not in inside)
             continue
@@ -183,6 +193,8 @@ def _map_fusion(module: ir.Module, body: ir.Computation, operands: tuple, index:
         if isinstance(found, str) and found not in inside and instr.opcode not in ("tuple",):
             if not (instr.opcode == "bitcast" and found in mapped_ops):
                 inside.append(found)
+    if values is not None:
+        values.update(((body.name, name), v) for name, v in value.items() if isinstance(v, str))
     return value.get(body.root_name), tuple(inside)
 
 

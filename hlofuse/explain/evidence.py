@@ -1,0 +1,294 @@
+"""Evidence about a fused module, gathered once before any boundary is classified.
+
+  * the replay: the fusion pipeline run on the module before fusion — the dump's snapshot
+    before fusion when the folder has one, else a module rebuilt by inlining the fused
+    module's fusions (`unfused`), or the input itself when the user gave a module before
+    fusion — with every decision it recorded, indexed by the instructions on each side;
+  * the mapping of the explained module's kernels (and the instructions inside them) onto the
+    instructions of that module before fusion, by what they compute (hlofuse/check.py), and
+    which of those kernels the replay reproduced exactly;
+  * XLA's own fusion log (`*.priority_fusion_dump.txt`) when the dump has one;
+  * the copies copy insertion added after fusion, and why each was needed.
+
+Nothing here decides a boundary's reason (classify.py does); nothing changes the module.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .. import attributes, ir
+from ..decision import Decision, FusionResult, Verdict
+from ..kernels import executed_computations
+from .detect import Detected
+from .dumpctx import DumpContext
+from .xlalog import LogIndex, load_xla_log
+
+#: Passes whose decisions pair two siblings (kernels reading a common value), not a producer
+#: and its consumer: such a decision may concern an edge in either direction.
+SIBLING_PASSES = frozenset({"multi_output_fusion", "horizontal_loop_fusion", "horizontal_input_fusion"})
+
+
+# ------------------------------------------------------------------------------------------
+# The replay's decisions, by the instructions on each side
+# ------------------------------------------------------------------------------------------
+
+
+class DecisionIndex:
+    """Every decision of a replay, found by the before-fusion instructions on its producer
+    and consumer sides (a sibling pass's decisions both ways)."""
+
+    def __init__(self, decisions: tuple[Decision, ...]):
+        self.decisions = decisions
+        self.by_producer: dict[str, list[int]] = {}
+        self.by_consumer: dict[str, list[int]] = {}
+        #: (pass, computation, producer) → the decision carrying the reason the pass logs for
+        #: that producer (PriorityFusion logs one per producer: its first refusing user's).
+        self._logged: dict[tuple, Decision] = {}
+        for i, d in enumerate(decisions):
+            if d.facts.get("logged_for_producer"):
+                self._logged[(d.pass_name, d.computation, d.producer)] = d
+            sides = [(d.producer_members or (d.producer,), d.consumer_members or (d.consumer,))]
+            if d.pass_name in SIBLING_PASSES:
+                sides.append(sides[0][::-1])
+            for producer_side, consumer_side in sides:
+                for member in set(producer_side):
+                    self.by_producer.setdefault(member, []).append(i)
+                for member in set(consumer_side):
+                    self.by_consumer.setdefault(member, []).append(i)
+
+    def between(self, producers, consumers) -> list[int]:
+        """Indices (in the order made) of decisions with a producer-side instruction in
+        `producers` and a consumer-side one in `consumers`."""
+        found: set[int] = set()
+        for m in producers:
+            found.update(self.by_producer.get(m, ()))
+        if not found:
+            return []
+        other: set[int] = set()
+        for m in consumers:
+            other.update(self.by_consumer.get(m, ()))
+        return sorted(found & other)
+
+    def logged_for(self, decision: Decision) -> Decision | None:
+        """The decision whose reason the pass logged for `decision`'s producer."""
+        return self._logged.get((decision.pass_name, decision.computation, decision.producer))
+
+    def within(self, members) -> list[int]:
+        """Decisions with both sides inside `members` (what formed one kernel)."""
+        members = set(members)
+        return [i for i in self.between(members, members)
+                if set(self.decisions[i].producer_members or ()) <= members
+                and set(self.decisions[i].consumer_members or ()) <= members]
+
+
+@dataclass(frozen=True)
+class ReplayEvidence:
+    """The replay, and how the explained module's kernels map onto its instructions."""
+
+    result: FusionResult
+    #: Where the replay started: "snapshot" (the dump's module before fusion), "unfused" (the
+    #: fused module with its fusions inlined) or "input" (the user's module before fusion).
+    source: str
+    source_path: str | None
+    #: Kernel (computation, name) of the explained module → the before-fusion instructions it
+    #: computes.
+    members: Mapping[tuple[str, str], frozenset[str]]
+    #: The same, without instructions that several kernels compute (a duplicated broadcast
+    #: would tie every decision about it to every kernel holding it).
+    own: Mapping[tuple[str, str], frozenset[str]]
+    #: (computation, instruction) of the explained module, a fused computation's instructions
+    #: included → the before-fusion instruction it stands for.
+    values: Mapping[tuple[str, str], str]
+    #: Kernels of the explained module the replay made with exactly the same instructions.
+    reproduced: frozenset[tuple[str, str]]
+    #: Before-fusion instruction → the replay's kernels computing it.
+    replay_kernels: Mapping[str, tuple[str, ...]]
+    index: DecisionIndex
+
+    def kernel_members(self, comp: str, name: str) -> frozenset[str]:
+        return self.own.get((comp, name)) or self.members.get((comp, name)) or frozenset()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    replay: ReplayEvidence | None
+    xla_log: LogIndex | None
+    #: Unfused copies that copy insertion added after fusion (see BND-COPY-INSERTED).
+    inserted_copies: frozenset[str]
+    copy_reasons: Mapping[str, str]
+    notes: tuple[str, ...] = field(default=())
+
+
+# ------------------------------------------------------------------------------------------
+# Gathering
+# ------------------------------------------------------------------------------------------
+
+
+def gather(module: ir.Module, detected: Detected, dump: DumpContext | None, stage: str,
+           replayed: FusionResult | None = None, xla_flags: tuple[str, ...] = ()) -> Evidence:
+    """All the evidence `explain` uses about `module` (explained as `stage`: "fused", or
+    "replayed" when `replayed` is the replay that made it)."""
+    notes: list[str] = []
+    if replayed is not None:
+        replay = _replay_evidence(module, replayed, "input", None, notes)
+    else:
+        replay = _replay_fused(module, detected, dump, xla_flags, notes)
+    log = None
+    xla_log = dump.xla_log() if dump is not None else None
+    if xla_log is not None:
+        log = load_xla_log(xla_log.path, notes)
+    inserted, reasons = _inserted_copies(module, dump, stage)
+    return Evidence(replay, log, inserted, reasons, tuple(notes))
+
+
+def _replay_fused(module: ir.Module, detected: Detected, dump: DumpContext | None,
+                  xla_flags: tuple[str, ...], notes: list[str]) -> ReplayEvidence | None:
+    """Replay the pipeline from the module before fusion: the dump's snapshot, else the fused
+    module with its fusions inlined."""
+    from ..errors import HlofuseError
+    from ..pipeline import Options, replay
+
+    before, source, path = _module_before_fusion(module, dump, detected, notes)
+    if before is None:
+        return None
+    try:
+        result = replay(before, Options(backend=detected.backend, pipeline=detected.pipeline, gpu=detected.gpu,
+                                        xla_flags=tuple(xla_flags)))
+    except HlofuseError as err:
+        notes.append(f"could not replay the fusion passes ({err}); boundaries are explained on the fused "
+                     "module alone")
+        return None
+    if source == "unfused":
+        notes.append("no snapshot before fusion in the dump: the replay starts from this module with its "
+                     "fusions inlined, so passes before fusion are not replayed and copies added after "
+                     "fusion are replayed as if fusion saw them (dump with --xla_dump_hlo_pass_re for the "
+                     "exact decisions)")
+    return _replay_evidence(module, result, source, path, notes)
+
+
+def _module_before_fusion(module: ir.Module, dump: DumpContext | None, detected: Detected,
+                          notes: list[str]) -> tuple[ir.Module | None, str, str | None]:
+    snap = dump.before_fusion_snapshot(detected.pipeline) if dump is not None else None
+    if snap is not None:
+        from ..parse import parse_text
+
+        try:
+            text = snap.path.read_text(encoding="utf-8", errors="replace")
+            return parse_text(text, str(snap.path)), "snapshot", str(snap.path)
+        except Exception as err:  # noqa: BLE001 - fall back to the inlined module
+            notes.append(f"could not read the snapshot before fusion {snap.path.name}: {err}")
+    from .unfused import inline_fusions
+
+    return inline_fusions(module), "unfused", None
+
+
+def _replay_evidence(module: ir.Module, result: FusionResult, source: str, path: str | None,
+                     notes: list[str]) -> ReplayEvidence:
+    from ..check import compare, map_fused_module
+
+    values: dict[tuple[str, str], str] = {}
+    mapped = map_fused_module(module, result.input, values)
+    members: dict[tuple[str, str], frozenset[str]] = {}
+    if source == "input":
+        # the explained module is the replay's own result: its kernels are known exactly
+        members = {(k.computation, k.name): frozenset(k.instructions) for k in result.kernels}
+        reproduced = frozenset(members)
+    else:
+        opcodes = {i.name: i.opcode for _, i in result.input.instructions()}
+        for comp, kernels in mapped.items():
+            computation = module[comp]
+            for name, inside in kernels.items():
+                if not _same_kind(computation[name], inside, opcodes):
+                    continue
+                members[(comp, name)] = frozenset(inside)
+        checked = compare(result, module)
+        reproduced = frozenset((m.computation, m.xla_kernel) for m in checked.matches if m.status == "exact")
+        missing = sum(1 for m in checked.matches if m.status != "exact" and m.xla_kernel is not None)
+        if missing:
+            notes.append(f"the replay reproduces {checked.reproduced} of XLA's {checked.xla_kernels} kernels; "
+                         "boundaries at the others say so (fact replay_kernels_differ)")
+    executed = {c.name for c in executed_computations(module)}
+    members = {k: v for k, v in members.items() if k[0] in executed}
+    copies = Counter(m for inside in members.values() for m in inside)
+    own = {k: frozenset(m for m in v if copies[m] == 1) for k, v in members.items()}
+    replay_kernels: dict[str, list[tuple[str, str]]] = {}
+    for k in result.kernels:
+        for m in k.instructions:
+            replay_kernels.setdefault(m, []).append((k.computation, k.name))
+    return ReplayEvidence(result, source, path, members, own, values, reproduced,
+                          {m: tuple(v) for m, v in replay_kernels.items()}, DecisionIndex(result.decisions))
+
+
+def _same_kind(kernel: ir.Instruction, inside, opcodes: Mapping[str, str]) -> bool:
+    """Whether an unfused kernel stands for what it was mapped to: the mapping sees through
+    copies and bitcasts that later passes added, so a copy made by copy insertion maps to the
+    value it copies — not an instruction fusion ever saw."""
+    if kernel.opcode == "fusion" or len(inside) != 1:
+        return True
+    return opcodes.get(next(iter(inside))) == kernel.opcode
+
+
+# ------------------------------------------------------------------------------------------
+# Copies added after fusion
+# ------------------------------------------------------------------------------------------
+
+
+def _inserted_copies(module: ir.Module, dump: DumpContext | None, stage: str) -> tuple[frozenset[str], dict]:
+    """Unfused copies that copy insertion added after fusion, and why each was needed."""
+    copies = [(comp, instr) for comp in executed_computations(module) for instr in comp.instructions
+              if instr.opcode == "copy"]
+    reasons = {instr.name: copy_reason(module, comp, instr) for comp, instr in copies}
+    if stage == "replayed":
+        return frozenset(), reasons  # the replay's input already had every copy fusion saw
+    snapshot_names = _after_fusion_copy_names(dump)
+    out = set()
+    for _, instr in copies:
+        if snapshot_names is not None:
+            if instr.name not in snapshot_names:
+                out.add(instr.name)
+        elif not attributes.metadata(instr).op_name:
+            out.add(instr.name)
+    return frozenset(out), reasons
+
+
+def _after_fusion_copy_names(dump: DumpContext | None) -> set[str] | None:
+    if dump is None or dump.chosen.stage != "after_optimizations":
+        return None
+    snap = dump.after_fusion_snapshot()
+    if snap is None:
+        return None
+    from ..parse import parse_text
+
+    try:
+        text = snap.path.read_text(encoding="utf-8", errors="replace")
+        snapshot = parse_text(text, str(snap.path))
+    except Exception:  # noqa: BLE001 - fall back to the metadata test
+        return None
+    return {i.name for _, i in snapshot.instructions() if i.opcode == "copy"}
+
+
+def copy_reason(module: ir.Module, comp: ir.Computation, instr: ir.Instruction) -> str:
+    """Why copy insertion put this copy here (the cases of CopyInsertion::AddCopiesForWhile and
+    AddSpecialCaseCopies)."""
+    role = module.role(comp.name)
+    users = comp.users.get(instr.name, ())
+    for user in users:
+        u = comp[user]
+        if u.opcode == "tuple" and u.name == comp.root_name and role == "while_body":
+            return "the loop state is updated in place while its old value may still be read"
+        if u.opcode == "tuple" and any(comp[x].opcode == "while" for x in comp.users.get(u.name, ())):
+            operand = comp[instr.operands[0]] if instr.operands else None
+            what = {"parameter": "an entry parameter", "constant": "a constant"}.get(
+                operand.opcode if operand is not None else "", "a value still used elsewhere")
+            return f"the loop's initial state must not overwrite {what}"
+    if instr.operands and comp[instr.operands[0]].opcode in ("get-tuple-element", "parameter") \
+            and role == "while_body":
+        return "the loop state is read after the next state is written"
+    return "a buffer must not be shared"
+
+
+def blocked(decision: Decision) -> bool:
+    return decision.verdict == Verdict.BLOCKED
