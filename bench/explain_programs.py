@@ -529,6 +529,50 @@ def wave_equation_unrolled(u, u_prev, c):
     return jax.lax.scan(step, (u, u_prev), None, length=40, unroll=4)[0]
 
 
+def fibonacci_swap(a_, b_):
+    """A while loop that swaps its carry (a, b) -> (b, a + b): copy insertion must copy."""
+
+    def body(_, state):
+        x, y = state
+        return y, x + 0.5 * y
+
+    return jax.lax.fori_loop(0, 16, body, (a_, b_))
+
+
+def fori_row_recurrence(buf):
+    """Each row from the one before it, in place: slices, adds and dynamic updates in a loop."""
+
+    def body(i, buf):
+        prev = jax.lax.dynamic_slice_in_dim(buf, i - 1, 1, axis=0)
+        row = jax.lax.dynamic_slice_in_dim(buf, i, 1, axis=0)
+        return jax.lax.dynamic_update_slice_in_dim(buf, row + 0.9 * jnp.tanh(prev), i, axis=0)
+
+    return jax.lax.fori_loop(1, buf.shape[0], body, buf)
+
+
+def nested_scan(xs, w):
+    """A scan inside a scan: inner steps over features, outer steps over time."""
+
+    def outer(h, x):
+        def inner(c, col):
+            return jnp.tanh(c * col + x), c
+
+        c, cs = jax.lax.scan(inner, h, w)
+        return c, cs.sum(0)
+
+    return jax.lax.scan(outer, jnp.zeros(xs.shape[1:]), xs)
+
+
+def scan_transposed_carry(x, w):
+    """A scan whose carry is transposed every step (layout copies inside the loop body)."""
+
+    def step(c, _):
+        c = jnp.tanh(c @ w).T
+        return c, c[0]
+
+    return jax.lax.scan(step, x, None, length=12)
+
+
 # ---------------------------------------------------------------------------------------------
 # Reinforcement learning
 # ---------------------------------------------------------------------------------------------
@@ -887,6 +931,11 @@ PROGRAMS: list[Program] = [
             "random kicks in a scan"),
     Program("wave_equation_unrolled", wave_equation_unrolled, (a(8, 256), a(8, 256), a()), "physics",
             "unrolled scan"),
+    Program("fibonacci_swap", fibonacci_swap, (a(512), a(512)), "loops", "swapped carry"),
+    Program("fori_row_recurrence", fori_row_recurrence, (a(64, 128),), "loops", "in-place row recurrence"),
+    Program("nested_scan", nested_scan, (a(16, 8, 32), a(6, 8, 32)), "loops", "scan in a scan"),
+    Program("scan_transposed_carry", scan_transposed_carry, (a(32, 32), a(32, 32)), "loops",
+            "transposed carry"),
     # reinforcement learning
     Program("ppo_loss_grad", ppo_loss_grad,
             ((a(16, 64), a(64, 6)), (a(16, 64), a(64, 1)), a(256, 16), a(256, dtype=I32), a(256), a(256),

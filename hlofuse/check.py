@@ -49,6 +49,15 @@ class _Index:
         #: for its fused root: when XLA merges it into a bigger fusion (a Triton softmax absorbing
         #: its epilogue), its instructions are found inside by structure (see _cse_classes).
         self.same = _cse_classes(module) if module is not None else {}
+        #: get-tuple-element of a tuple built in this computation → the element it reads: the
+        #: same value, and passes after fusion (tuple simplification) replace one by the other.
+        self.forward: dict[str, str] = {}
+        for instr in comp.instructions:
+            if instr.opcode == "get-tuple-element" and instr.operands and instr.operands[0] in comp:
+                tup = comp[instr.operands[0]]
+                index = int(instr.attr("index") or 0)
+                if tup.opcode == "tuple" and index < len(tup.operands):
+                    self.forward[instr.name] = tup.operands[index]
         bodies = []
         for instr in comp.instructions:
             if instr.opcode == "fusion" and module is not None and instr.fused_computation in module.by_name:
@@ -57,11 +66,16 @@ class _Index:
                     i.name for i in body.instructions if i.opcode != "parameter")
                 if body.root.opcode not in ("tuple", "parameter"):
                     bodies.append((instr, body))
+        #: Layout-only views (transpose, reshape, bitcast, copy) by their shape with layout and
+        #: operand: later passes turn such a transpose into a bitcast, which is found here.
+        self.views: dict[tuple[str, str], str] = {}
         for instr in comp.instructions:
             if instr.opcode == "parameter":
                 self.params[instr.parameter_number] = instr.name
             key = _key(instr.opcode, instr.shape, self._aliased(instr.operands), instr)
             self.by_key.setdefault(key, []).append(instr.name)
+            if instr.opcode in ("transpose", "reshape", "bitcast", "copy") and instr.operands:
+                self.views.setdefault((instr.shape.to_text(), self._aliased(instr.operands[:1])[0]), instr.name)
         for fusion, body in bodies:
             outside = {p.name: fusion.operands[p.parameter_number] for p in body.parameters
                        if p.parameter_number < len(fusion.operands)}
@@ -72,7 +86,14 @@ class _Index:
                 self.by_key.setdefault(_key(inner.opcode, inner.shape, operands, inner), []).append(inner.name)
 
     def _aliased(self, operands) -> tuple[str, ...]:
-        return tuple(self.same.get(op, op) for op in operands)
+        return tuple(self.same.get(self._forwarded(op), self._forwarded(op)) for op in operands)
+
+    def _forwarded(self, name: str) -> str:
+        for _ in range(8):
+            if name not in self.forward:
+                break
+            name = self.forward[name]
+        return name
 
     def find(self, opcode: str, shape: ir.Shape, operands: tuple[str, ...], instr: ir.Instruction,
              name: str) -> str | None:
@@ -159,6 +180,9 @@ def _find(index: _Index, instr: ir.Instruction, mapped_ops: tuple) -> object:
             return mapped_ops[0]
         return None
     found = index.find(instr.opcode, instr.shape, tuple(mapped_ops), instr, instr.name)
+    if found is None and instr.opcode == "bitcast" and mapped_ops:
+        # a transpose or reshape that only changed the layout, made a bitcast after fusion
+        found = index.views.get((instr.shape.to_text(), index._aliased(mapped_ops[:1])[0]))
     if found is None and instr.opcode in ("bitcast", "copy", "reshape") and mapped_ops:
         # XLA's layout passes add and remove bitcasts and copies; see through them.
         return mapped_ops[0]

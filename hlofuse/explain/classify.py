@@ -89,7 +89,8 @@ def classify(edge: EdgeView, evidence: Evidence, structure: Answer | None, pipel
         # no fusion pass ever pairs instructions of two computations, or sees a copy that copy
         # insertion adds after fusion
         return structure if structure is not None else fallback()
-    producers = replay.kernel_members(edge.producer_comp, edge.producer_kernel)
+    producers = set(replay.kernel_members(edge.producer_comp, edge.producer_kernel))
+    producers.update(edge.views)  # a view fusion saw between them may be either side of a decision
     if edge.consumer_is_kernel:
         consumers = set(replay.kernel_members(edge.consumer_comp, edge.consumer))
     else:

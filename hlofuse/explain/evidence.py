@@ -111,6 +111,45 @@ class ReplayEvidence:
     def kernel_members(self, comp: str, name: str) -> frozenset[str]:
         return self.own.get((comp, name)) or self.members.get((comp, name)) or frozenset()
 
+    def views_between(self, value: str | None, reader: str | None) -> tuple[str, ...]:
+        """The instructions through which `reader` read `value` when fusion ran (tuples,
+        get-tuple-elements, bitcasts that passes after fusion may have removed); () when it
+        read `value` directly or the path is not found."""
+        if not value or not reader:
+            return ()
+        if self._instructions is None:
+            object.__setattr__(self, "_instructions", {
+                i.name: (c, i) for c in self.result.input.computations for i in c.instructions})
+        found = self._instructions.get(reader)
+        if found is None:
+            return ()
+        comp, instr = found
+        for operand in instr.operands:
+            path: list[str] = []
+            name = operand
+            for _ in range(8):
+                if name == value:
+                    return tuple(path)
+                current = comp.by_name.get(name)
+                if current is None or current.opcode not in _VIEWS or not current.operands:
+                    break
+                path.append(name)
+                if current.opcode == "get-tuple-element":
+                    tup = comp.by_name.get(current.operands[0])
+                    if tup is not None and tup.opcode == "tuple":
+                        index = int(current.attr("index") or 0)
+                        path.append(tup.name)
+                        name = tup.operands[index] if index < len(tup.operands) else ""
+                        continue
+                name = current.operands[0]
+        return ()
+
+    _instructions: dict | None = field(default=None, compare=False, repr=False)
+
+
+#: Instructions a value passes through unchanged, which fusion sees but later passes remove.
+_VIEWS = frozenset({"get-tuple-element", "tuple", "bitcast", "reshape"})
+
 
 @dataclass(frozen=True)
 class Evidence:
@@ -201,7 +240,7 @@ def _replay_evidence(module: ir.Module, result: FusionResult, source: str, path:
         for comp, kernels in mapped.items():
             computation = module[comp]
             for name, inside in kernels.items():
-                if not _same_kind(computation[name], inside, opcodes):
+                if not _same_kind(module, computation[name], inside, opcodes):
                     continue
                 members[(comp, name)] = frozenset(inside)
         checked = compare(result, module)
@@ -222,13 +261,23 @@ def _replay_evidence(module: ir.Module, result: FusionResult, source: str, path:
                           {m: tuple(v) for m, v in replay_kernels.items()}, DecisionIndex(result.decisions))
 
 
-def _same_kind(kernel: ir.Instruction, inside, opcodes: Mapping[str, str]) -> bool:
-    """Whether an unfused kernel stands for what it was mapped to: the mapping sees through
-    copies and bitcasts that later passes added, so a copy made by copy insertion maps to the
-    value it copies — not an instruction fusion ever saw."""
-    if kernel.opcode == "fusion" or len(inside) != 1:
+def _same_kind(module: ir.Module, kernel: ir.Instruction, inside, opcodes: Mapping[str, str]) -> bool:
+    """Whether a kernel of one instruction stands for what it was mapped to: the mapping sees
+    through copies and bitcasts that later passes added, so a copy made by copy insertion (or
+    wrapped into a fusion of its own) maps to the value it copies — not an instruction
+    fusion ever saw."""
+    if len(inside) != 1:
         return True
-    return opcodes.get(next(iter(inside))) == kernel.opcode
+    opcode = kernel.opcode
+    if opcode == "fusion":
+        body = module.by_name.get(kernel.fused_computation or "")
+        if body is None:
+            return True
+        work = {i.opcode for i in body.instructions} - {"parameter", "bitcast", "tuple", "get-tuple-element"}
+        if len(work) != 1:
+            return True
+        opcode = next(iter(work))
+    return opcodes.get(next(iter(inside))) == opcode
 
 
 # ------------------------------------------------------------------------------------------
@@ -239,19 +288,57 @@ def _same_kind(kernel: ir.Instruction, inside, opcodes: Mapping[str, str]) -> bo
 def _inserted_copies(module: ir.Module, dump: DumpContext | None, stage: str) -> tuple[frozenset[str], dict]:
     """Unfused copies that copy insertion added after fusion, and why each was needed."""
     copies = [(comp, instr) for comp in executed_computations(module) for instr in comp.instructions
-              if instr.opcode == "copy"]
+              if instr.opcode == "copy" or _wrapped_copy(module, instr) is not None]
     reasons = {instr.name: copy_reason(module, comp, instr) for comp, instr in copies}
     if stage == "replayed":
         return frozenset(), reasons  # the replay's input already had every copy fusion saw
     snapshot_names = _after_fusion_copy_names(dump)
     out = set()
-    for _, instr in copies:
+    for comp, instr in copies:
+        wrapped = _wrapped_copy(module, instr)
         if snapshot_names is not None:
-            if instr.name not in snapshot_names:
+            if (wrapped.name if wrapped is not None else instr.name) not in snapshot_names:
                 out.add(instr.name)
-        elif not attributes.metadata(instr).op_name:
+        elif wrapped is None and looks_inserted(module, comp, instr):
             out.add(instr.name)
     return frozenset(out), reasons
+
+
+def _wrapped_copy(module: ir.Module, instr: ir.Instruction) -> ir.Instruction | None:
+    """The copy inside a fusion that holds nothing else (a `wrapped_copy` of XLA's
+    fusion-wrapper, which wraps what fusion left unfused), else None."""
+    if instr.opcode != "fusion" or instr.fusion_kind == "kCustom":
+        return None
+    body = module.by_name.get(instr.fused_computation or "")
+    if body is None:
+        return None
+    work = [i for i in body.instructions if i.opcode not in ("parameter", "bitcast")]
+    return work[0] if len(work) == 1 and work[0].opcode == "copy" else None
+
+
+def looks_inserted(module: ir.Module, comp: ir.Computation, instr: ir.Instruction) -> bool:
+    """Without a snapshot after fusion to compare with: whether a copy has the shape of the
+    copies CopyInsertion adds (AddCopiesForWhile, AddSpecialCaseCopies) rather than a user's
+    or a layout copy — no op_name of its own, an order imposed on it (control predecessors:
+    swapped loop state), a copy of a copy, a copy of the loop state in a while body, or of a
+    constant or parameter that initialises a loop."""
+    if not attributes.metadata(instr).op_name or instr.attr("control-predecessors"):
+        return True
+    if not instr.operands or instr.operands[0] not in comp:
+        return False
+    operand = comp[instr.operands[0]]
+    if operand.opcode == "copy":
+        return True
+    if instr.shape.to_text(layout=True) != operand.shape.to_text(layout=True):
+        return False  # a layout change: layout assignment's copy, made before fusion
+    if module.role(comp.name) == "while_body" and (
+            operand.opcode == "parameter" or (operand.opcode == "get-tuple-element" and operand.operands
+                                              and comp[operand.operands[0]].opcode == "parameter")):
+        return True
+    if operand.opcode in ("constant", "parameter"):
+        return any(comp[u].opcode == "tuple" and any(comp[w].opcode == "while" for w in comp.users.get(u, ()))
+                   for u in comp.users.get(instr.name, ()))
+    return False
 
 
 def _after_fusion_copy_names(dump: DumpContext | None) -> set[str] | None:
@@ -275,6 +362,23 @@ def copy_reason(module: ir.Module, comp: ir.Computation, instr: ir.Instruction) 
     AddSpecialCaseCopies)."""
     role = module.role(comp.name)
     users = comp.users.get(instr.name, ())
+    operand = comp.by_name.get(instr.operands[0]) if instr.operands else None
+    wrapped = _wrapped_copy(module, instr)
+    if wrapped is not None:
+        body = module[instr.fused_computation]
+        source = body.by_name.get(wrapped.operands[0]) if wrapped.operands else None
+        if source is not None and source.shape.minor_to_major != wrapped.shape.minor_to_major:
+            return (f"it changes the layout from {{{','.join(map(str, source.shape.minor_to_major))}}} to "
+                    f"{{{','.join(map(str, wrapped.shape.minor_to_major))}}}, a layout the fused module's "
+                    "result or user needs")
+    if operand is not None and operand.shape.is_array and instr.shape.is_array \
+            and operand.shape.minor_to_major != instr.shape.minor_to_major:
+        return (f"it changes the layout from {{{','.join(map(str, operand.shape.minor_to_major))}}} to "
+                f"{{{','.join(map(str, instr.shape.minor_to_major))}}}")
+    if role == "while_body" and (instr.attr("control-predecessors") or
+                                 (operand is not None and operand.opcode == "copy")):
+        return ("the loop moves values between elements of its state (a swap or rotation): each is copied "
+                "out before its buffer is overwritten, in an order copy insertion imposes")
     for user in users:
         u = comp[user]
         if u.opcode == "tuple" and u.name == comp.root_name and role == "while_body":

@@ -246,13 +246,16 @@ class Explainer:
 
         views = tuple(v for v in (values.get((edge.consumer_comp, name)) for name in src.via
                                   if name in self.m[edge.consumer_comp]) if v) if not src.crossing else ()
+        value = before(src.comp, producer_kernel, producer)
+        read_by = before(edge.consumer_comp, consumer_instr, consumer) if consumer_is_kernel \
+            else values.get((edge.consumer_comp, consumer)) or (consumer if consumer in self._before_names() else None)
+        if not src.crossing and self.evidence.replay is not None:
+            views += self.evidence.replay.views_between(value, read_by)
         return EdgeView(
             producer_comp=src.comp, producer_kernel=src.name, consumer_comp=edge.consumer_comp,
             consumer=edge.consumer, consumer_is_kernel=consumer_is_kernel, crossing=src.crossing,
-            value=before(src.comp, producer_kernel, producer),
-            reader=before(edge.consumer_comp, consumer_instr, consumer) if consumer_is_kernel
-            else values.get((edge.consumer_comp, consumer)) or (consumer if consumer in self._before_names() else None),
-            views=views, producer_multi_output=_multi_output(self.m, producer_kernel),
+            value=value, reader=read_by,
+            views=tuple(dict.fromkeys(views)), producer_multi_output=_multi_output(self.m, producer_kernel),
             consumer_multi_output=consumer_is_kernel and _multi_output(self.m, consumer_instr))
 
     def _before_names(self) -> frozenset[str]:

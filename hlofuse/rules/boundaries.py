@@ -525,7 +525,7 @@ def copy_inserted(c):
     """
     inserted = c.extra.get("inserted_copies", frozenset())
     for side, node in (("consumer", c.consumer), ("producer", c.producer)):
-        if node.opcode == "copy" and node.name in inserted:
+        if node.name in inserted:
             return objection(copy=node.name, side=side,
                              producer=c.extra.get("producer_name", c.producer.name),
                              consumer=c.extra.get("consumer_name", c.consumer.name),
