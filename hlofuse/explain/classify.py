@@ -100,11 +100,18 @@ def classify(edge: EdgeView, evidence: Evidence, structure: Answer | None, pipel
     between = replay.index.between(producers, consumers)
     refusals = [i for i in between if decisions[i].verdict == Verdict.BLOCKED]
     differ = _replay_differs(edge, replay)
-    if not refusals:
+    if between:
+        # the replay fused them in an earlier pass than any refusal: what a later pass refused
+        # about the merged kernel says nothing about XLA's boundary
+        first = decisions[between[0]].pass_name
+        fused = not any(decisions[i].pass_name == first for i in refusals)
+    else:
+        fused = _fused_by_replay(edge, replay)
+    if not refusals or fused:
         if structure is not None:
             return structure
         answer = fallback()
-        if _fused_by_replay(edge, replay, between):
+        if fused:
             answer = replace(answer, facts={**answer.facts, "replay_fused_them": True})
         return _with_difference(answer, differ)
     first_pass = decisions[refusals[0]].pass_name
@@ -193,9 +200,8 @@ def _replay_differs(edge: EdgeView, replay) -> bool:
     return any(k in replay.members and k not in replay.reproduced for k in keys)
 
 
-def _fused_by_replay(edge: EdgeView, replay, between: list[int]) -> bool:
-    if any(replay.index.decisions[i].verdict != Verdict.BLOCKED for i in between):
-        return True
+def _fused_by_replay(edge: EdgeView, replay) -> bool:
+    """Whether the replay put the crossing value and its reader in one kernel."""
     if edge.value and edge.reader:
         mine = set(replay.replay_kernels.get(edge.value, ()))
         return bool(mine & set(replay.replay_kernels.get(edge.reader, ())))

@@ -47,9 +47,12 @@ class DecisionIndex:
         #: (pass, computation, producer) → the decision carrying the reason the pass logs for
         #: that producer (PriorityFusion logs one per producer: its first refusing user's).
         self._logged: dict[tuple, Decision] = {}
+        self._by_producer_node: dict[tuple, list[Decision]] = {}
         for i, d in enumerate(decisions):
             if d.facts.get("logged_for_producer"):
                 self._logged[(d.pass_name, d.computation, d.producer)] = d
+            if d.verdict == Verdict.BLOCKED:
+                self._by_producer_node.setdefault((d.pass_name, d.computation, d.producer), []).append(d)
             sides = [(d.producer_members or (d.producer,), d.consumer_members or (d.consumer,))]
             if d.pass_name in SIBLING_PASSES:
                 sides.append(sides[0][::-1])
@@ -75,6 +78,16 @@ class DecisionIndex:
     def logged_for(self, decision: Decision) -> Decision | None:
         """The decision whose reason the pass logged for `decision`'s producer."""
         return self._logged.get((decision.pass_name, decision.computation, decision.producer))
+
+    def same_producer(self, decision: Decision) -> list[Decision]:
+        """The pass's refusals of `decision`'s producer, for every user, the logged one first."""
+        key = (decision.pass_name, decision.computation, decision.producer)
+        found = list(self._by_producer_node.get(key, ()))
+        logged = self._logged.get(key)
+        if logged is not None and logged in found:
+            found.remove(logged)
+            found.insert(0, logged)
+        return found
 
     def within(self, members) -> list[int]:
         """Decisions with both sides inside `members` (what formed one kernel)."""

@@ -182,16 +182,17 @@ class Explainer:
         tags = tuple(sorted(set(rule.tags if rule is not None else ()) | self._extra_tags(src, edge)))
         verdict = self._xla_verdict(edge, view, answer)
         xla_reason = verdict.reason if verdict is not None else None
-        logged = None
+        others = ()
         if answer.decision is not None and self.evidence.replay is not None:
-            logged = self.evidence.replay.index.logged_for(answer.decision)
-        agrees = agrees_with_xla(answer, rule, verdict, self.detected.pipeline, logged) \
-            if verdict is not None else None
+            others = self.evidence.replay.index.same_producer(answer.decision)
+        agrees, other = agrees_with_xla(answer, rule, verdict, self.detected.pipeline, others) \
+            if verdict is not None else (None, None)
         rule_facts = {k: v for k, v in dict(answer.facts).items()
                       if k not in ("inserted_copies", "copy_reasons", "pipeline") and not callable(v)}
-        if logged is not None and logged is not answer.decision and verdict is not None:
-            # XLA logs one reason per producer: the one of its first refusing user
-            rule_facts["xla_logged_for_user"] = logged.consumer
+        if other is not None:
+            # XLA logs one reason per producer, its first refusing user's: ours for that user
+            rule_facts["xla_logged_for_user"] = other.consumer
+            rule_facts["xla_logged_rule"] = other.rule
         if verdict is not None and verdict.status == "unprofitable":
             rule_facts.update(xla_us_fused=verdict.us_fused, xla_us_unfused=verdict.us_unfused)
         source = self._source(src.comp, producer) or self._source(src.comp, src.name) \

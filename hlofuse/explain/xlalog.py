@@ -8,25 +8,30 @@ import re
 from .. import ir
 from .trace import Edge, Source
 
-def agrees(answer, rule, verdict, pipeline: str | None, logged=None) -> bool | None:
+def agrees(answer, rule, verdict, pipeline: str | None, others=()) -> tuple[bool | None, object]:
     """Whether our reason is the one XLA's log gives.  A cost-model rejection agrees with a
     cost-model verdict of ours; a refusal agrees when the words XLA uses for our decision
     (`answer.xla_string`) are XLA's logged words — else, for a rule answered without a decision,
     when its XLA string (or, for a boundary rule, one of the strings XLA uses for that
-    situation in this pipeline) occurs in XLA's reason.  XLA logs one reason per producer,
-    its first refusing user's: where our decision for this pair differs from it, we agree when
-    the replay's decision for that user (`logged`) gives XLA's reason.  None when there is
-    nothing to compare."""
+    situation in this pipeline) occurs in XLA's reason.  XLA logs one reason per producer, that
+    of the first user refusing it in XLA's order of users (which a dump does not keep): where
+    our decision for this pair differs from it, we agree when the replay refused the same
+    producer for another user (`others`, the logged one first) with XLA's reason.
+    Returns (agreement, the other decision that gave XLA's reason, or None); agreement is None
+    when there is nothing to compare."""
     from ..rules import REGISTRY
     from ..rules.boundaries import XLA_REASONS
 
     if rule is None or verdict is None or verdict.reason is None:
-        return None
+        return None, None
     found = _same_verdict(rule, answer.xla_string if answer is not None else None, verdict)
     if found is not None:
-        if not found and logged is not None and logged is not getattr(answer, "decision", None):
-            return bool(_same_verdict(REGISTRY.get(logged.rule), logged.xla_reason, verdict))
-        return found
+        if not found:
+            for other in others:
+                if other is not getattr(answer, "decision", None) and \
+                        _same_verdict(REGISTRY.get(other.rule), other.xla_reason, verdict):
+                    return True, other
+        return found, None
     text = _words(verdict.reason)
     expected: tuple[str, ...] = ()
     if rule.id in XLA_REASONS:
@@ -36,8 +41,8 @@ def agrees(answer, rule, verdict, pipeline: str | None, logged=None) -> bool | N
         expected = (rule.xla.message,)
     if not expected:
         # XLA named a reason where our rule says only the cost model objected: they differ
-        return False if "cost-model" in rule.tags and rule.xla.message is None else None
-    return any(_words(e) in text for e in expected)
+        return (False if "cost-model" in rule.tags and rule.xla.message is None else None), None
+    return any(_words(e) in text for e in expected), None
 
 
 def _same_verdict(rule, xla_string: str | None, verdict) -> bool | None:
