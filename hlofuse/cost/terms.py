@@ -162,3 +162,9 @@ def cost_facts(model, producer, consumers, side_output: bool = False, times=None
         return {"dominant_words": ""}
     words = found.words(producer.name, getattr(times, "fused_us", None), getattr(times, "unfused_us", None))
     return {**found.facts(), "dominant_words": "; " + words}
+
+
+#: The rules whose refusal is the model's comparison of the two sums (their facts carry the
+#: totals and the terms).
+VERDICT_RULES = frozenset({"PF-UNPROFITABLE", "PF-CONCAT-PENALTY", "FM-SLOWER-IF-FUSED", "FM-CONCAT-SLOWER-IF-FUSED",
+                           "MOF-SLOWER-IF-FUSED"})

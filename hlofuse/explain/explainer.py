@@ -8,6 +8,7 @@ hints come last, from the finished boundaries (hints.py).  The module is only re
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import replace
 from typing import Any
@@ -178,6 +179,7 @@ class Explainer:
         view = self._edge_view(edge, producer_kernel, consumer_instr, producer, consumer, consumer_is_kernel)
         answer = classify(view, self.evidence, structure, self.detected.pipeline,
                           lambda: self._fallback(edge, pnode, cnode, consumer_is_kernel))
+        answer = self._in_module_names(answer, view)
         rule = REGISTRY.get(answer.rule)
         tags = tuple(sorted(set(rule.tags if rule is not None else ()) | self._extra_tags(src, edge)))
         verdict = self._xla_verdict(edge, view, answer)
@@ -258,6 +260,34 @@ class Explainer:
             value=value, reader=read_by,
             views=tuple(dict.fromkeys(views)), producer_multi_output=_multi_output(self.m, producer_kernel),
             consumer_multi_output=consumer_is_kernel and _multi_output(self.m, consumer_instr))
+
+    def _in_module_names(self, answer: Answer, view: EdgeView) -> Answer:
+        """A replay's decision names the fusions the replay made (`fusion.70`, as XLA's log
+        does); the explained module calls the same kernels otherwise (XLA renames fusions
+        after the fusion passes).  Those names are replaced by this module's kernel names."""
+        d = answer.decision
+        if d is None or self.evidence.replay is None:
+            return answer
+        names = {}
+        for side, kernel, comp in ((d.producer, view.producer_kernel, view.producer_comp),
+                                   (d.consumer, view.consumer, view.consumer_comp)):
+            if side and side != kernel and self._find_instr(comp, side) is None:
+                names[side] = kernel
+        if not names:
+            return answer
+        pattern = re.compile(r"(?<![\w.\-])(" + "|".join(re.escape(n) for n in names) + r")(?![\w\-]|\.\d)")
+
+        def rename(text: str) -> str:
+            return pattern.sub(lambda m: names[m.group(1)], text)
+
+        then = tuple(replace(later, reason=rename(later.reason)) for later in answer.then)
+        facts = {**answer.facts, "replay_names": names}
+        return replace(answer, reason=rename(answer.reason), then=then, facts=facts)
+
+    def _find_instr(self, comp: str, name: str):
+        if self._find is None:
+            self._find = instruction_finder(self.m)
+        return self._find(comp, name)
 
     def _before_names(self) -> frozenset[str]:
         replay = self.evidence.replay
