@@ -273,11 +273,14 @@ class CheckResult:
         }
 
 
-def xla_kernels(after: ir.Module, before: ir.Module) -> dict[str, dict[str, tuple[str, ...]]]:
-    """XLA's kernels per computation: kernel name → before-fusion instructions it computes."""
+def xla_kernels(after: ir.Module, before: ir.Module,
+                mapped: dict[str, dict[str, tuple[str, ...]]] | None = None) -> dict[str, dict[str, tuple[str, ...]]]:
+    """XLA's kernels per computation: kernel name → before-fusion instructions it computes
+    (from `mapped`, map_fused_module's answer, when the caller has it)."""
     from .kernels import executed_computations
 
-    mapped = map_fused_module(after, before)
+    if mapped is None:
+        mapped = map_fused_module(after, before)
     # Reducers, comparators and other called bodies run inside kernels: only the entry, loop
     # bodies and conditions, branches and called computations launch kernels.
     executed = {c.name for c in executed_computations(after)}
@@ -333,9 +336,11 @@ def _cse_classes(module: ir.Module) -> dict[str, str]:
 _CSE_CACHE: dict[int, tuple] = {}
 
 
-def compare(result: FusionResult, after: ir.Module) -> CheckResult:
-    """Compare a replay's kernels with XLA's fused module `after`."""
-    theirs = xla_kernels(after, result.input)
+def compare(result: FusionResult, after: ir.Module, *, mapped=None, with_decisions: bool = True) -> CheckResult:
+    """Compare a replay's kernels with XLA's fused module `after` (`mapped`: map_fused_module's
+    answer when the caller has it; without `with_decisions`, the decisions behind each
+    difference are not looked up)."""
+    theirs = xla_kernels(after, result.input, mapped)
     ours: dict[str, dict[str, tuple[str, ...]]] = {}
     our_kind: dict[tuple[str, str], str] = {}
     for k in result.kernels:
@@ -364,11 +369,13 @@ def compare(result: FusionResult, after: ir.Module) -> CheckResult:
                     matches.append(KernelMatch(comp, name, mine, tuple(sorted(members)), "kind", kinds))
             else:
                 matches.append(KernelMatch(comp, name, None, tuple(sorted(members)), "missing"))
-                decisions[(comp, name, None)] = _involved(result.decisions, members, want_fused=False)
+                if with_decisions:
+                    decisions[(comp, name, None)] = _involved(result.decisions, members, want_fused=False)
         for members, name in o_by_set.items():
             if members not in x_by_set:
                 matches.append(KernelMatch(comp, None, name, tuple(sorted(members)), "extra"))
-                decisions[(comp, None, name)] = _involved(result.decisions, members, want_fused=True)
+                if with_decisions:
+                    decisions[(comp, None, name)] = _involved(result.decisions, members, want_fused=True)
     return CheckResult(result.input.name, result.backend, result.pipeline, result.gpu, total, reproduced,
                        tuple(matches), decisions, result)
 

@@ -160,8 +160,8 @@ def _later_decisions(decisions, refusals: list[int], first_pass: str, edge: Edge
     by_pass: dict[str, int] = {}
     for i in refusals:
         d = decisions[i]
-        if d.pass_name == first_pass:
-            continue
+        if d.pass_name == first_pass or d.producer in edge.views:
+            continue  # (a view between them is not a kernel a later pass could fuse)
         best = by_pass.get(d.pass_name)
         if best is None or _closeness(d, edge, i) > _closeness(decisions[best], edge, best):
             by_pass[d.pass_name] = i
@@ -175,12 +175,8 @@ def _multi_output(edge: EdgeView, replay) -> list[Later]:
                                      (edge.consumer_multi_output, edge.consumer_comp, edge.consumer, "consumer")):
         if not flag:
             continue
-        members = replay.members.get((comp, kernel), frozenset())
-        made = [replay.index.decisions[i] for i in replay.index.within(members)
-                if replay.index.decisions[i].verdict != Verdict.BLOCKED
-                and replay.index.decisions[i].pass_name == "multi_output_fusion"]
-        if made:
-            d = made[0]
+        d = replay.made_multi_output.get((comp, kernel))
+        if d is not None:
             what = (f"{kernel} became a multi-output fusion: {d.producer} and {d.consumer} were fused into one "
                     f"kernel that writes both outputs")
         else:

@@ -89,13 +89,6 @@ class DecisionIndex:
             found.insert(0, logged)
         return found
 
-    def within(self, members) -> list[int]:
-        """Decisions with both sides inside `members` (what formed one kernel)."""
-        members = set(members)
-        return [i for i in self.between(members, members)
-                if set(self.decisions[i].producer_members or ()) <= members
-                and set(self.decisions[i].consumer_members or ()) <= members]
-
 
 @dataclass(frozen=True)
 class ReplayEvidence:
@@ -120,6 +113,9 @@ class ReplayEvidence:
     #: Before-fusion instruction → the replay's kernels computing it.
     replay_kernels: Mapping[str, tuple[str, ...]]
     index: DecisionIndex
+    #: Kernel of the explained module → the multi_output_fusion decision that made it a
+    #: multi-output fusion (its two sides both inside the kernel).
+    made_multi_output: Mapping[tuple[str, str], Decision] = field(default_factory=dict)
 
     def kernel_members(self, comp: str, name: str) -> frozenset[str]:
         return self.own.get((comp, name)) or self.members.get((comp, name)) or frozenset()
@@ -256,7 +252,7 @@ def _replay_evidence(module: ir.Module, result: FusionResult, source: str, path:
                 if not _same_kind(module, computation[name], inside, opcodes):
                     continue
                 members[(comp, name)] = frozenset(inside)
-        checked = compare(result, module)
+        checked = compare(result, module, mapped=mapped, with_decisions=False)
         reproduced = frozenset((m.computation, m.xla_kernel) for m in checked.matches if m.status == "exact")
         missing = sum(1 for m in checked.matches if m.status != "exact" and m.xla_kernel is not None)
         if missing:
@@ -270,8 +266,20 @@ def _replay_evidence(module: ir.Module, result: FusionResult, source: str, path:
     for k in result.kernels:
         for m in k.instructions:
             replay_kernels.setdefault(m, []).append((k.computation, k.name))
+    kernel_of: dict[str, tuple[str, str]] = {}
+    for key, inside in own.items():
+        for m in inside:
+            kernel_of[m] = key
+    made: dict[tuple[str, str], Decision] = {}
+    for d in result.decisions:
+        if d.pass_name != "multi_output_fusion" or d.verdict == Verdict.BLOCKED:
+            continue
+        sides = set(d.producer_members or (d.producer,)) | set(d.consumer_members or (d.consumer,))
+        keys = {kernel_of.get(m) for m in sides}
+        if len(keys) == 1 and None not in keys:
+            made.setdefault(keys.pop(), d)
     return ReplayEvidence(result, source, path, members, own, values, reproduced,
-                          {m: tuple(v) for m, v in replay_kernels.items()}, DecisionIndex(result.decisions))
+                          {m: tuple(v) for m, v in replay_kernels.items()}, DecisionIndex(result.decisions), made)
 
 
 def _same_kind(module: ir.Module, kernel: ir.Instruction, inside, opcodes: Mapping[str, str]) -> bool:

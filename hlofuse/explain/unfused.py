@@ -21,21 +21,14 @@ def inline_fusions(module: ir.Module) -> ir.Module:
     `module` is not changed).  Instructions keep their names; a fused instruction whose name
     is taken in the caller gets a `.inlined` suffix."""
     fused = module.fusion_computations
-    kept: set[str] = set()
-    computations = []
-    for comp in module.computations:
-        if comp.name in fused:
-            continue
-        new = _inline(module, comp)
-        computations.append(new)
-        for instr in new.instructions:
-            kept.update(instr.called)
-    # fused computations still called (by library fusions, or nested in them) stay
-    wanted = set(kept)
-    stack = list(kept)
+    rebuilt = {c.name: _inline(module, c) for c in module.computations if c.name not in fused}
+    # what the entry still calls: rebuilt computations, and the fused computations of library
+    # fusions (and what those call); computations nothing calls are left out, as XLA does
+    wanted = {module.entry_name}
+    stack = [module.entry_name]
     while stack:
         name = stack.pop()
-        comp = module.by_name.get(name)
+        comp = rebuilt.get(name) or module.by_name.get(name)
         if comp is None:
             continue
         for instr in comp.instructions:
@@ -43,10 +36,7 @@ def inline_fusions(module: ir.Module) -> ir.Module:
                 if callee not in wanted:
                     wanted.add(callee)
                     stack.append(callee)
-    computations = [c for c in computations] + [c for c in module.computations
-                                                 if c.name in fused and c.name in wanted]
-    order = {c.name: i for i, c in enumerate(module.computations)}
-    computations.sort(key=lambda c: order[c.name])
+    computations = [rebuilt.get(c.name, c) for c in module.computations if c.name in wanted]
     return ir.Module(name=module.name, computations=tuple(computations), entry_name=module.entry_name,
                      attrs=module.attrs, stack_frames=module.stack_frames, form=module.form,
                      path=module.path, style=module.style)
