@@ -266,18 +266,19 @@ def _replay_evidence(module: ir.Module, result: FusionResult, source: str, path:
     for k in result.kernels:
         for m in k.instructions:
             replay_kernels.setdefault(m, []).append((k.computation, k.name))
-    kernel_of: dict[str, tuple[str, str]] = {}
-    for key, inside in own.items():
+    kernels_of: dict[str, list[tuple[str, str]]] = {}
+    for key, inside in members.items():
         for m in inside:
-            kernel_of[m] = key
+            kernels_of.setdefault(m, []).append(key)
     made: dict[tuple[str, str], Decision] = {}
     for d in result.decisions:
         if d.pass_name != "multi_output_fusion" or d.verdict == Verdict.BLOCKED:
             continue
         sides = set(d.producer_members or (d.producer,)) | set(d.consumer_members or (d.consumer,))
-        keys = {kernel_of.get(m) for m in sides}
-        if len(keys) == 1 and None not in keys:
-            made.setdefault(keys.pop(), d)
+        first = next(iter(sides))
+        for key in kernels_of.get(first, ()):
+            if sides <= members[key]:
+                made.setdefault(key, d)
     return ReplayEvidence(result, source, path, members, own, values, reproduced,
                           {m: tuple(v) for m, v in replay_kernels.items()}, DecisionIndex(result.decisions), made)
 
