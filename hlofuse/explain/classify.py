@@ -17,6 +17,7 @@ decision (XLA_REASONS lists XLA's words for each), reported with the pass that m
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
@@ -128,6 +129,30 @@ def classify(edge: EdgeView, evidence: Evidence, structure: Answer | None, pipel
             later.append(Later("structure", structure.rule, structure.reason))
     later.extend(_multi_output(edge, replay))
     return _with_difference(replace(answer, then=tuple(later)), differ)
+
+
+def in_module_names(answer: Answer, view: EdgeView, exists: Callable[[str, str], bool]) -> Answer:
+    """The answer in the explained module's names.  A replay's decision names the fusions the
+    replay made (`fusion.70`, as XLA's log does); the explained module calls the same kernels
+    otherwise (XLA renames fusions after the fusion passes).  `exists(computation, name)`
+    says whether the module has an instruction of that name."""
+    d = answer.decision
+    if d is None:
+        return answer
+    names = {}
+    for side, kernel, comp in ((d.producer, view.producer_kernel, view.producer_comp),
+                               (d.consumer, view.consumer, view.consumer_comp)):
+        if side and side != kernel and not exists(comp, side):
+            names[side] = kernel
+    if not names:
+        return answer
+    pattern = re.compile(r"(?<![\w.\-])(" + "|".join(re.escape(n) for n in names) + r")(?![\w\-]|\.\d)")
+
+    def rename(text: str) -> str:
+        return pattern.sub(lambda m: names[m.group(1)], text)
+
+    then = tuple(replace(later, reason=rename(later.reason)) for later in answer.then)
+    return replace(answer, reason=rename(answer.reason), then=then, facts={**answer.facts, "replay_names": names})
 
 
 def refines(structural_rule: str, decision: Decision, pipeline: str | None) -> bool:

@@ -8,17 +8,17 @@ hints come last, from the finished boundaries (hints.py).  The module is only re
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import replace
 from typing import Any
 
 from .. import attributes, ir
 from ..kernels import CONTROL, executed_computations, is_kernel
-from .classify import Answer, EdgeView, classify
+from .classify import Answer, EdgeView, classify, in_module_names
 from .detect import Detected
 from .dumpctx import DumpContext
 from .evidence import Evidence, gather
+from .fused_graph import FusedGraphRules
 from .loops import LoopCounts
 from .records import UNKNOWN, Boundary, ComputationSummary, Explanation, KernelInfo, LoopSummary, SourceRef
 from .trace import (Edge, Source, Tracer, display, instruction_finder, kind_of, label_kind, label_of, loop_words,
@@ -38,10 +38,7 @@ class Explainer:
         self.notes: list[str] = []
         self.tracer = Tracer(module)
         self.executed = executed_computations(module)
-        self._program = None
-        self._pipeline_ctx = None
-        self._pipeline_spec = None
-        self._pipeline_ready = False
+        self.fused_graph = FusedGraphRules(module, detected, self.notes)
         self._find = None  # trace.instruction_finder of the module, built on first use
         self.evidence: Evidence | None = None
 
@@ -179,7 +176,7 @@ class Explainer:
         view = self._edge_view(edge, producer_kernel, consumer_instr, producer, consumer, consumer_is_kernel)
         answer = classify(view, self.evidence, structure, self.detected.pipeline,
                           lambda: self._fallback(edge, pnode, cnode, consumer_is_kernel))
-        answer = self._in_module_names(answer, view)
+        answer = in_module_names(answer, view, lambda comp, name: self._find_instr(comp, name) is not None)
         rule = REGISTRY.get(answer.rule)
         tags = tuple(sorted(set(rule.tags if rule is not None else ()) | self._extra_tags(src, edge)))
         verdict = self._xla_verdict(edge, view, answer)
@@ -261,29 +258,6 @@ class Explainer:
             views=tuple(dict.fromkeys(views)), producer_multi_output=_multi_output(self.m, producer_kernel),
             consumer_multi_output=consumer_is_kernel and _multi_output(self.m, consumer_instr))
 
-    def _in_module_names(self, answer: Answer, view: EdgeView) -> Answer:
-        """A replay's decision names the fusions the replay made (`fusion.70`, as XLA's log
-        does); the explained module calls the same kernels otherwise (XLA renames fusions
-        after the fusion passes).  Those names are replaced by this module's kernel names."""
-        d = answer.decision
-        if d is None or self.evidence.replay is None:
-            return answer
-        names = {}
-        for side, kernel, comp in ((d.producer, view.producer_kernel, view.producer_comp),
-                                   (d.consumer, view.consumer, view.consumer_comp)):
-            if side and side != kernel and self._find_instr(comp, side) is None:
-                names[side] = kernel
-        if not names:
-            return answer
-        pattern = re.compile(r"(?<![\w.\-])(" + "|".join(re.escape(n) for n in names) + r")(?![\w\-]|\.\d)")
-
-        def rename(text: str) -> str:
-            return pattern.sub(lambda m: names[m.group(1)], text)
-
-        then = tuple(replace(later, reason=rename(later.reason)) for later in answer.then)
-        facts = {**answer.facts, "replay_names": names}
-        return replace(answer, reason=rename(answer.reason), then=then, facts=facts)
-
     def _find_instr(self, comp: str, name: str):
         if self._find is None:
             self._find = instruction_finder(self.m)
@@ -301,7 +275,7 @@ class Explainer:
         """For edges the replay does not explain: the pipeline's rules on the fused graph, then
         XLA's own log, else unknown."""
         if not edge.source.crossing and consumer_is_kernel:
-            decision = self._pipeline_decision(pnode, cnode)
+            decision = self.fused_graph.decision(pnode, cnode)
             if decision is not None and decision.rule:
                 return Answer(decision.rule, decision.reason, dict(decision.facts), "pipeline", None,
                               decision.xla_reason)
@@ -331,48 +305,9 @@ class Explainer:
                 sides = (p, c)
         return xla_log_verdict(log, self.m, edge.source, edge, self.notes, sides)
 
-    # -- the pipeline's rules on the fused graph ---------------------------------------------
-    def _pipeline_decision(self, pnode, cnode):
-        if pnode is None or cnode is None:
-            return None
-        spec, ctx = self._pipeline()
-        if spec is None or spec.explain_boundary is None:
-            return None
-        try:
-            return spec.explain_boundary(pnode, cnode, ctx)
-        except Exception as err:  # noqa: BLE001 - a pipeline bug must not stop the explanation
-            self.notes.append(f"the {spec.backend}/{spec.name} pipeline's explain_boundary failed "
-                              f"({type(err).__name__}: {err}); such boundaries are left unknown")
-            return None
-
-    def _pipeline(self):
-        if not self._pipeline_ready:
-            self._pipeline_ready = True
-            from ..errors import HlofuseError
-            from ..pipeline import Options, get_pipeline, make_context
-
-            d = self.detected
-            try:
-                spec = get_pipeline(d.backend, d.pipeline)
-                ctx = make_context(Options(backend=d.backend, pipeline=spec.name, gpu=d.gpu))
-                ctx.pipeline = spec.name
-                ctx.pass_name = "explain"
-                self._pipeline_spec, self._pipeline_ctx = spec, ctx
-                if spec.explain_boundary is None:
-                    self.notes.append(f"the {d.backend}/{spec.name} pipeline has no explain_boundary yet; "
-                                      "boundaries decided by its passes are left unknown")
-            except HlofuseError as err:
-                self.notes.append(f"{err}; boundaries decided by fusion passes are left unknown")
-        return self._pipeline_spec, self._pipeline_ctx
-
     # -- graph nodes for the rules ---------------------------------------------------------
     def _node(self, comp: str, name: str):
-        if self._program is None:
-            from ..graph import Program
-
-            self._program = Program.from_module(self.m)
-        graph = self._program.graphs.get(comp)
-        return graph.get(name) if graph is not None else None
+        return self.fused_graph.node(comp, name)
 
     # -- how often each computation runs ----------------------------------------------------
     def _computation_summaries(self) -> list[ComputationSummary]:
