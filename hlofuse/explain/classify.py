@@ -131,19 +131,21 @@ def classify(edge: EdgeView, evidence: Evidence, structure: Answer | None, pipel
     return _with_difference(replace(answer, then=tuple(later)), differ)
 
 
-def in_module_names(answer: Answer, view: EdgeView, exists: Callable[[str, str], bool]) -> Answer:
-    """The answer in the explained module's names.  A replay's decision names the fusions the
-    replay made (`fusion.70`, as XLA's log does); the explained module calls the same kernels
-    otherwise (XLA renames fusions after the fusion passes).  `exists(computation, name)`
-    says whether the module has an instruction of that name."""
+def in_module_names(answer: Answer, view: EdgeView, final_name: Callable[[str, str, str], str | None]) -> Answer:
+    """The answer in the explained module's names.  A replay's decision names instructions as
+    the module before fusion did and the fusions the replay made as XLA's pass named them
+    (`fusion.70`, as XLA's log does); XLA renames both after its fusion passes.
+    `final_name(computation, name, kernel)` gives this module's name for one of them (None:
+    the same name)."""
     d = answer.decision
     if d is None:
         return answer
     names = {}
     for side, kernel, comp in ((d.producer, view.producer_kernel, view.producer_comp),
                                (d.consumer, view.consumer, view.consumer_comp)):
-        if side and side != kernel and not exists(comp, side):
-            names[side] = kernel
+        found = final_name(comp, side, kernel) if side else None
+        if found and found != side:
+            names[side] = found
     if not names:
         return answer
     pattern = re.compile(r"(?<![\w.\-])(" + "|".join(re.escape(n) for n in names) + r")(?![\w\-]|\.\d)")

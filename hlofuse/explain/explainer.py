@@ -40,6 +40,7 @@ class Explainer:
         self.executed = executed_computations(module)
         self.fused_graph = FusedGraphRules(module, detected, self.notes)
         self._find = None  # trace.instruction_finder of the module, built on first use
+        self._final_names: dict[str, str] | None = None
         self.evidence: Evidence | None = None
 
     # -- driver ----------------------------------------------------------------------------
@@ -176,7 +177,7 @@ class Explainer:
         view = self._edge_view(edge, producer_kernel, consumer_instr, producer, consumer, consumer_is_kernel)
         answer = classify(view, self.evidence, structure, self.detected.pipeline,
                           lambda: self._fallback(edge, pnode, cnode, consumer_is_kernel))
-        answer = in_module_names(answer, view, lambda comp, name: self._find_instr(comp, name) is not None)
+        answer = in_module_names(answer, view, self._final_name)
         rule = REGISTRY.get(answer.rule)
         tags = tuple(sorted(set(rule.tags if rule is not None else ()) | self._extra_tags(src, edge)))
         verdict = self._xla_verdict(edge, view, answer)
@@ -257,6 +258,19 @@ class Explainer:
             value=value, reader=read_by,
             views=tuple(dict.fromkeys(views)), producer_multi_output=_multi_output(self.m, producer_kernel),
             consumer_multi_output=consumer_is_kernel and _multi_output(self.m, consumer_instr))
+
+    def _final_name(self, comp: str, name: str, kernel: str) -> str | None:
+        """This module's name for an instruction of the module the replay started from (the
+        instruction mapped onto it), or the kernel's for a fusion the replay made."""
+        if self._find_instr(comp, name) is not None:
+            return None
+        if name not in self._before_names():
+            return kernel  # a fusion the replay made: the kernel standing for it here
+        if self._final_names is None:
+            self._final_names = {}
+            for (_, final), before in self.evidence.replay.values.items():
+                self._final_names.setdefault(before, final)
+        return self._final_names.get(name)
 
     def _find_instr(self, comp: str, name: str):
         if self._find is None:
