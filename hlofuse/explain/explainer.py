@@ -188,7 +188,8 @@ class Explainer:
         agrees, other = agrees_with_xla(answer, rule, verdict, self.detected.pipeline, others) \
             if verdict is not None else (None, None)
         rule_facts = {k: v for k, v in dict(answer.facts).items()
-                      if k not in ("inserted_copies", "copy_reasons", "pipeline") and not callable(v)}
+                      if k not in ("inserted_copies", "copy_reasons", "pipeline", "dominant_words")
+                      and not callable(v)}
         if other is not None:
             # XLA logs one reason per producer, its first refusing user's: ours for that user
             rule_facts["xla_logged_for_user"] = other.consumer
