@@ -308,3 +308,43 @@ def test_json_csv_and_table_show_the_pass_and_what_followed():
     out = StringIO()
     print_explanation(ex, Console(file=out, width=250, force_terminal=False))
     assert "then multi_output_fusion" in out.getvalue() and "priority-fusion:" in out.getvalue()
+
+
+def test_inlining_merges_the_copies_fusion_made_and_keeps_whole_tuples():
+    """Fusion clones a producer into each consumer it duplicates it into; inlined, the clones
+    are one instruction again.  A multi-output fusion passed on whole becomes its tuple."""
+    module = hlofuse.loads("""
+HloModule m
+
+f1 {
+  p = f32[8] parameter(0)
+  e = f32[8] exponential(p)
+  ROOT n = f32[8] negate(e)
+}
+
+f2 {
+  q = f32[8] parameter(0)
+  e.clone = f32[8] exponential(q)
+  ROOT a = f32[8] abs(e.clone)
+}
+
+f3 {
+  r = f32[8] parameter(0)
+  s = f32[8] sine(r)
+  c = f32[8] cosine(r)
+  ROOT t = (f32[8], f32[8]) tuple(s, c)
+}
+
+ENTRY main {
+  x = f32[8] parameter(0)
+  u = f32[8] fusion(x), kind=kLoop, calls=f1
+  v = f32[8] fusion(x), kind=kLoop, calls=f2
+  w = (f32[8], f32[8]) fusion(x), kind=kLoop, calls=f3
+  ROOT out = (f32[8], f32[8], (f32[8], f32[8])) tuple(u, v, w)
+}
+""")
+    entry = inline_fusions(module).entry
+    assert sorted(i.opcode for i in entry.instructions).count("exponential") == 1
+    assert entry["a"].operands == ("e",)
+    assert entry["w"].opcode == "tuple" and entry["w"].operands == ("s", "c")
+    assert entry[entry.root_name].operands == ("n", "a", "w")

@@ -94,24 +94,59 @@ def _inline(module: ir.Module, comp: ir.Computation) -> ir.Computation:
         else:
             alias[fusion.name] = local.get(root, root)
 
+    built: set[str] = set()
+
+    def whole(name: str) -> None:
+        """A multi-output fusion used as a whole (passed on in a tuple, returned): its tuple."""
+        if name in tuples and name not in built:
+            built.add(name)
+            out.append(ir.Instruction(name, "tuple", comp[name].shape, tuple(resolve(x) for x in tuples[name])))
+
     for instr in comp.post_order:
         operands = tuple(resolve(op) for op in instr.operands)
         if instr.opcode == "get-tuple-element" and instr.operands and instr.operands[0] in tuples:
             index = int(instr.attr("index") or 0)
             alias[instr.name] = resolve(tuples[instr.operands[0]][index])
             continue
+        for op in operands:
+            whole(op)
         if _inlinable(module, instr):
             inline_fusion(instr, operands)
             continue
         emit(instr, operands)
     root = comp.root_name
     if root in tuples:  # the computation returned a multi-output fusion: keep its tuple
-        out.append(ir.Instruction(root, "tuple", module[comp.name][root].shape,
-                                  tuple(resolve(x) for x in tuples[root])))
+        whole(root)
     else:
         root = resolve(root)
-    return ir.Computation(name=comp.name, instructions=tuple(out), root_name=root, is_entry=comp.is_entry,
-                          attrs=comp.attrs)
+    return _merge_duplicates(ir.Computation(name=comp.name, instructions=tuple(out), root_name=root,
+                                            is_entry=comp.is_entry, attrs=comp.attrs))
+
+
+#: Opcodes whose instructions are never merged: each is its own value or has an effect.
+_NOT_MERGED = frozenset({"parameter", "rng", "rng-bit-generator", "custom-call", "send", "recv", "infeed",
+                         "outfeed", "after-all", "while", "conditional", "call", "all-reduce", "all-gather"})
+
+
+def _merge_duplicates(comp: ir.Computation) -> ir.Computation:
+    """One instruction per value: fusion clones a producer into every consumer it duplicates
+    it into (`add.3`, `add.3.clone`, ...), so inlining gives several copies of one
+    instruction; as before fusion, the first stands for all (XLA's CSE would merge them)."""
+    first: dict[tuple, str] = {}
+    alias: dict[str, str] = {}
+    out: list[ir.Instruction] = []
+    for instr in comp.instructions:
+        operands = tuple(alias.get(op, op) for op in instr.operands)
+        if instr.opcode not in _NOT_MERGED and not instr.attr("control-predecessors"):
+            attrs = tuple((k, v) for k, v in instr.attrs if k != "metadata")
+            key = (instr.opcode, instr.shape.to_text(), operands, attrs, instr.literal)
+            if key in first and instr.name != comp.root_name:
+                alias[instr.name] = first[key]
+                continue
+            first.setdefault(key, instr.name)
+        out.append(instr.replace(operands=operands) if operands != instr.operands else instr)
+    return ir.Computation(name=comp.name, instructions=tuple(out), root_name=comp.root_name,
+                          is_entry=comp.is_entry, attrs=comp.attrs)
 
 
 def _inlinable(module: ir.Module, instr: ir.Instruction) -> bool:
