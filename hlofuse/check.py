@@ -49,6 +49,15 @@ class _Index:
         #: for its fused root: when XLA merges it into a bigger fusion (a Triton softmax absorbing
         #: its epilogue), its instructions are found inside by structure (see _cse_classes).
         self.same = _cse_classes(module) if module is not None else {}
+        #: get-tuple-element of a tuple built in this computation → the element it reads: the
+        #: same value, and passes after fusion (tuple simplification) replace one by the other.
+        self.forward: dict[str, str] = {}
+        for instr in comp.instructions:
+            if instr.opcode == "get-tuple-element" and instr.operands and instr.operands[0] in comp:
+                tup = comp[instr.operands[0]]
+                index = int(instr.attr("index") or 0)
+                if tup.opcode == "tuple" and index < len(tup.operands):
+                    self.forward[instr.name] = tup.operands[index]
         bodies = []
         for instr in comp.instructions:
             if instr.opcode == "fusion" and module is not None and instr.fused_computation in module.by_name:
@@ -57,11 +66,16 @@ class _Index:
                     i.name for i in body.instructions if i.opcode != "parameter")
                 if body.root.opcode not in ("tuple", "parameter"):
                     bodies.append((instr, body))
+        #: Layout-only views (transpose, reshape, bitcast, copy) by their shape with layout and
+        #: operand: later passes turn such a transpose into a bitcast, which is found here.
+        self.views: dict[tuple[str, str], str] = {}
         for instr in comp.instructions:
             if instr.opcode == "parameter":
                 self.params[instr.parameter_number] = instr.name
             key = _key(instr.opcode, instr.shape, self._aliased(instr.operands), instr)
             self.by_key.setdefault(key, []).append(instr.name)
+            if instr.opcode in ("transpose", "reshape", "bitcast", "copy") and instr.operands:
+                self.views.setdefault((instr.shape.to_text(), self._aliased(instr.operands[:1])[0]), instr.name)
         for fusion, body in bodies:
             outside = {p.name: fusion.operands[p.parameter_number] for p in body.parameters
                        if p.parameter_number < len(fusion.operands)}
@@ -72,7 +86,14 @@ class _Index:
                 self.by_key.setdefault(_key(inner.opcode, inner.shape, operands, inner), []).append(inner.name)
 
     def _aliased(self, operands) -> tuple[str, ...]:
-        return tuple(self.same.get(op, op) for op in operands)
+        return tuple(self.same.get(self._forwarded(op), self._forwarded(op)) for op in operands)
+
+    def _forwarded(self, name: str) -> str:
+        for _ in range(8):
+            if name not in self.forward:
+                break
+            name = self.forward[name]
+        return name
 
     def find(self, opcode: str, shape: ir.Shape, operands: tuple[str, ...], instr: ir.Instruction,
              name: str) -> str | None:
@@ -90,9 +111,13 @@ def _key(opcode: str, shape: ir.Shape, operands: tuple[str, ...], instr: ir.Inst
     return (opcode, shape.to_text(layout=False), operands, attrs, instr.literal if opcode == "constant" else None)
 
 
-def map_fused_module(after: ir.Module, before: ir.Module) -> dict[str, dict[str, tuple[str, ...]]]:
+def map_fused_module(after: ir.Module, before: ir.Module,
+                     values: dict[tuple[str, str], str] | None = None) -> dict[str, dict[str, tuple[str, ...]]]:
     """Per computation of `after` that also exists in `before` (by name; the entry always):
-    kernel-launching instruction → the before-fusion instructions it computes."""
+    kernel-launching instruction → the before-fusion instructions it computes.  With `values`,
+    also fills it with (computation, instruction) → the before-fusion instruction it stands
+    for, for every instruction of `after` that stands for one (those inside a fusion keyed by
+    the fused computation's name)."""
     out: dict[str, dict[str, tuple[str, ...]]] = {}
     for comp in after.computations:
         if comp.name in after.fusion_computations:
@@ -103,11 +128,12 @@ def map_fused_module(after: ir.Module, before: ir.Module) -> dict[str, dict[str,
             target = before.by_name[comp.name]
         else:
             continue
-        out[comp.name] = _map_computation(after, comp, _Index(target, before))
+        out[comp.name] = _map_computation(after, comp, _Index(target, before), values)
     return out
 
 
-def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index) -> dict[str, tuple[str, ...]]:
+def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index,
+                     values: dict[tuple[str, str], str] | None = None) -> dict[str, tuple[str, ...]]:
     value: dict[str, object] = {}  # name → before name, or a tuple of them for tuple values
     members: dict[str, tuple[str, ...]] = {}
     for instr in comp.post_order:
@@ -127,7 +153,8 @@ def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index) -> 
                 value[instr.name] = existing
                 members[instr.name] = index.fusion_members[existing]
                 continue
-            result, inside = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index)
+            result, inside = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index,
+                                         values)
             value[instr.name] = result
             members[instr.name] = inside
             continue
@@ -140,6 +167,8 @@ def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index) -> 
         found = _find(index, instr, mapped_ops)
         value[instr.name] = found
         members[instr.name] = (found,) if isinstance(found, str) else ()
+    if values is not None:
+        values.update(((comp.name, name), v) for name, v in value.items() if isinstance(v, str))
     return members
 
 
@@ -151,6 +180,9 @@ def _find(index: _Index, instr: ir.Instruction, mapped_ops: tuple) -> object:
             return mapped_ops[0]
         return None
     found = index.find(instr.opcode, instr.shape, tuple(mapped_ops), instr, instr.name)
+    if found is None and instr.opcode == "bitcast" and mapped_ops:
+        # a transpose or reshape that only changed the layout, made a bitcast after fusion
+        found = index.views.get((instr.shape.to_text(), index._aliased(mapped_ops[:1])[0]))
     if found is None and instr.opcode in ("bitcast", "copy", "reshape") and mapped_ops:
         # XLA's layout passes add and remove bitcasts and copies; see through them.
         return mapped_ops[0]
@@ -159,7 +191,8 @@ def _find(index: _Index, instr: ir.Instruction, mapped_ops: tuple) -> object:
     return found
 
 
-def _map_fusion(module: ir.Module, body: ir.Computation, operands: tuple, index: _Index):
+def _map_fusion(module: ir.Module, body: ir.Computation, operands: tuple, index: _Index,
+                values: dict[tuple[str, str], str] | None = None):
     """Map a fused computation's instructions given what its parameters stand for."""
     value: dict[str, object] = {}
     inside: list[str] = []
@@ -170,7 +203,8 @@ def _map_fusion(module: ir.Module, body: ir.Computation, operands: tuple, index:
             continue
         mapped_ops = tuple(value.get(op) for op in instr.operands)
         if instr.opcode == "fusion" and instr.fused_computation in module.by_name:
-            result, nested = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index)
+            result, nested = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index,
+                                         values)
             value[instr.name] = result
             inside.extend(n for n in nested if n not in inside)
             continue
@@ -183,6 +217,8 @@ def _map_fusion(module: ir.Module, body: ir.Computation, operands: tuple, index:
         if isinstance(found, str) and found not in inside and instr.opcode not in ("tuple",):
             if not (instr.opcode == "bitcast" and found in mapped_ops):
                 inside.append(found)
+    if values is not None:
+        values.update(((body.name, name), v) for name, v in value.items() if isinstance(v, str))
     return value.get(body.root_name), tuple(inside)
 
 
@@ -237,11 +273,14 @@ class CheckResult:
         }
 
 
-def xla_kernels(after: ir.Module, before: ir.Module) -> dict[str, dict[str, tuple[str, ...]]]:
-    """XLA's kernels per computation: kernel name → before-fusion instructions it computes."""
+def xla_kernels(after: ir.Module, before: ir.Module,
+                mapped: dict[str, dict[str, tuple[str, ...]]] | None = None) -> dict[str, dict[str, tuple[str, ...]]]:
+    """XLA's kernels per computation: kernel name → before-fusion instructions it computes
+    (from `mapped`, map_fused_module's answer, when the caller has it)."""
     from .kernels import executed_computations
 
-    mapped = map_fused_module(after, before)
+    if mapped is None:
+        mapped = map_fused_module(after, before)
     # Reducers, comparators and other called bodies run inside kernels: only the entry, loop
     # bodies and conditions, branches and called computations launch kernels.
     executed = {c.name for c in executed_computations(after)}
@@ -297,9 +336,11 @@ def _cse_classes(module: ir.Module) -> dict[str, str]:
 _CSE_CACHE: dict[int, tuple] = {}
 
 
-def compare(result: FusionResult, after: ir.Module) -> CheckResult:
-    """Compare a replay's kernels with XLA's fused module `after`."""
-    theirs = xla_kernels(after, result.input)
+def compare(result: FusionResult, after: ir.Module, *, mapped=None, with_decisions: bool = True) -> CheckResult:
+    """Compare a replay's kernels with XLA's fused module `after` (`mapped`: map_fused_module's
+    answer when the caller has it; without `with_decisions`, the decisions behind each
+    difference are not looked up)."""
+    theirs = xla_kernels(after, result.input, mapped)
     ours: dict[str, dict[str, tuple[str, ...]]] = {}
     our_kind: dict[tuple[str, str], str] = {}
     for k in result.kernels:
@@ -328,11 +369,13 @@ def compare(result: FusionResult, after: ir.Module) -> CheckResult:
                     matches.append(KernelMatch(comp, name, mine, tuple(sorted(members)), "kind", kinds))
             else:
                 matches.append(KernelMatch(comp, name, None, tuple(sorted(members)), "missing"))
-                decisions[(comp, name, None)] = _involved(result.decisions, members, want_fused=False)
+                if with_decisions:
+                    decisions[(comp, name, None)] = _involved(result.decisions, members, want_fused=False)
         for members, name in o_by_set.items():
             if members not in x_by_set:
                 matches.append(KernelMatch(comp, None, name, tuple(sorted(members)), "extra"))
-                decisions[(comp, None, name)] = _involved(result.decisions, members, want_fused=True)
+                if with_decisions:
+                    decisions[(comp, None, name)] = _involved(result.decisions, members, want_fused=True)
     return CheckResult(result.input.name, result.backend, result.pipeline, result.gpu, total, reproduced,
                        tuple(matches), decisions, result)
 

@@ -664,3 +664,24 @@ def hlofuse_device(name):
     from hlofuse.device import load_gpu
 
     return load_gpu(name)
+
+
+def test_a_bitcast_user_of_a_producer_refused_as_a_whole_gets_the_producers_verdict():
+    """PriorityFusion never fuses into bitcasts; a producer fused into its other users stays a
+    kernel for the bitcast alone (PF-BITCAST-USER).  Here the tuple refuses the producer, so
+    it is fused into nothing: the bitcast's pair carries that verdict, as XLA's log does."""
+    program, ctx, _ = run("""
+HloModule m
+ENTRY e {
+  x = f32[64,64] parameter(0)
+  e = f32[64,64] exponential(x)
+  b = f32[4096] bitcast(e)
+  ROOT t = (f32[64,64], f32[4096]) tuple(e, b)
+}
+""")
+    into_bitcast = decision(ctx, "e", "b")
+    assert into_bitcast.rule == "PF-ALL-USERS"
+    assert into_bitcast.xla_reason == "the consumer is not fusible"
+    assert decision(ctx, "e", "t").rule == "PF-CONSUMER-NOT-FUSIBLE"
+    assert ProducerIneligible(0, "e", "the consumer is not fusible").reason in {
+        s.reason for s in ctx.cache["priority_fusion_log"].ineligible if s.producer == "e"}

@@ -42,13 +42,15 @@ def demo():
 # ------------------------------------------------------------------------------------------
 
 TOP = {"schema", "module", "backend", "pipeline", "gpu", "input", "stage", "detected", "xla_log", "kernels",
-       "boundaries", "summary", "notes"}
+       "boundaries", "summary", "notes", "replayed_from"}
 BOUNDARY = {"producer", "consumer", "producer_kernel", "output", "consumer_kernel", "producer_computation",
             "consumer_computation", "crossing", "rule", "tags", "reason", "relaxable", "bytes", "source",
-            "consumer_source", "hint", "xla_reason", "agrees_with_xla", "explained_by", "via", "facts"}
+            "consumer_source", "hint", "xla_reason", "agrees_with_xla", "explained_by", "via", "facts",
+            "decided_in", "rule_xla_reason", "then"}
 KERNEL = {"name", "kind", "label", "computation", "role", "instructions", "root", "library", "bytes_out", "source"}
 SUMMARY = {"kernels", "kernels_launched", "kernels_per_computation", "loops", "boundaries", "boundaries_by_rule",
-           "unknown", "bytes_across_boundaries", "bytes_across_boundaries_per_run", "disagreements_with_xla"}
+           "unknown", "bytes_across_boundaries", "bytes_across_boundaries_per_run", "disagreements_with_xla",
+           "agreements_with_xla", "decided_in"}
 SOURCE = {"file", "line", "op_name", "function"}
 LOOP = {"while", "computation", "body", "condition", "trip_count", "trip_count_from", "body_kernels",
         "condition_kernels", "condition_launched", "kernels_per_iteration", "kernels_total"}

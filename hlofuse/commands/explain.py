@@ -12,8 +12,8 @@ from ..terminal import markup
 def backend_options(fn):
     """--backend / --pipeline / --gpu / --xla-flags, shared by explain and render."""
     fn = click.option("--xla-flags", "xla_flags", metavar="FLAGS",
-                      help="The XLA_FLAGS the program was compiled with, applied when a module before fusion "
-                           "is replayed (default: jax's defaults).")(fn)
+                      help="The XLA_FLAGS the program was compiled with, applied to the replay of the fusion "
+                           "passes behind the explanation (default: jax's defaults).")(fn)
     fn = click.option("--gpu", metavar="NAME|FILE",
                       help="GPU description for the rules that depend on it (rtx2080ti, h100_sxm, a6000, ... "
                            "or a .txtpb); default: from the dump's sm_X file name.")(fn)
@@ -97,12 +97,19 @@ def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, re
       hlofuse explain dump/ --csv boundaries.csv --limit 20
       hlofuse explain dump/ --stage before_fusion --pipeline legacy --relax concat
 
+    A fused module is explained by replaying XLA's fusion passes from the dump's snapshot
+    before fusion (or, without one, from the module with its fusions inlined): each boundary
+    gets the decision that first kept its two kernels apart.
+
     \b
     Reading the output:
       rule       BND-* are structural (loops, tuples, library calls, copies added after
                  fusion); other ids are the fusion passes' rules (`hlofuse rules ID`)
+      why        "PASS:" the pass that decided; "then ..." what later passes did to the
+                 pair; a cost-model verdict shows µs fused vs unfused and its dominant term
       relaxable  whether `hlofuse fuse --relax RULE` may lift it (profitability only)
       XLA        XLA's own reason from *.priority_fusion_dump.txt, when the dump has it
+                 (≠ where it differs from ours)
     """
     check_outputs({"--csv": csv_path, "--html": html_path}, [input, gpu])
     from dataclasses import replace

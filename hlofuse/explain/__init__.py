@@ -1,26 +1,30 @@
 """Explain a fused module: its kernels, and for every value that crosses from one kernel to
-another, which rule keeps the two apart — in words, with the user's source line and a hint.
+another, the decision that kept the two apart — in the pass that made it, with XLA's own words,
+the cost model's numbers, the user's source line and a hint.
 
 Pure functions from a module (or a replay's FusionResult) to an `Explanation`; nothing here
-prints.  The flow, one module per step:
+prints, and the module given is only read.  The flow, one module per step:
 
-  1. a module before fusion is replayed first (`pipeline.replay`); a fused one is taken as is
-     (`dumpctx`: which dump stages are fused; `detect`: backend, pipeline and GPU);
+  1. evidence, gathered once (`evidence`): the fusion pipeline is replayed — from the dump's
+     snapshot before fusion, else from the module with its fusions inlined (`unfused`), or
+     from the input itself when it is a module before fusion — and every kernel of the
+     explained module is mapped onto the instructions the replay started from
+     (hlofuse/check.py's matching); XLA's fusion log (`xlalog`), the dump's stages
+     (`dumpctx`) and the copies added after fusion complete it;
   2. kernels: every instruction that launches work in an executed computation (entry, while
      bodies and conditions, branches, calls) — fusions, library calls, copies, unfused ops;
-     parameters, constants, tuples, get-tuple-element and bitcasts are buffers or views;
   3. edges (`trace`): each kernel's operands (and each tuple's, and each control-flow operand)
      are traced back through get-tuple-element / tuple / bitcast, through while-loop,
      conditional and call parameters, to the kernel that really produced the value;
-  4. each edge asks (`explainer`), first match wins: the boundary rules
-     (hlofuse/rules/boundaries.py: loop and computation crossings, tuples, control flow,
-     library calls, copies added after fusion), the replay's own decision for the pair, the
-     pipeline's `explain_boundary(producer, consumer, ctx)` (the same registry `fuse` uses,
-     evaluated on the fused graph), XLA's own fusion log (`xlalog`); what none explains is
-     rule `unknown`;
-  5. summaries (`records`, `loops`): kernels per computation, launches per loop iteration and
-     in total (trip counts from `known_trip_count` or the loop condition), boundaries by rule,
-     bytes across them.
+  4. each edge is classified (`classify`, a pure function of the edge and the evidence): the
+     primary reason is the replay's earliest decision that kept the two sides apart, what
+     later passes did to the pair follows in `then`; the boundary rules
+     (hlofuse/rules/boundaries.py) answer where no fusion decision was asked (loops, calls,
+     copies added after fusion), the pipeline's `explain_boundary` on the fused graph and
+     XLA's log where the replay differs from XLA; what none explains is rule `unknown`;
+  5. hints (hlofuse/hints.py), from the finished boundaries;
+  6. summaries (`records`, `loops`): kernels per computation, launches per loop iteration and
+     in total, boundaries by rule, bytes across them, agreement with XLA's log.
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ def explain(module: ir.Module, *, backend: str | None = None, pipeline: str | No
     if relax:
         raise OptionError("relax changes a replay, and this module is already fused: explain the module before "
                           "fusion (a dump's snapshot before fusion) to relax rules")
-    ex = Explainer(module, detected, dump, stage="fused").run()
+    ex = Explainer(module, detected, dump, stage="fused", xla_flags=tuple(xla_flags)).run()
     return _structure_only(ex) if detected.backend == "tpu" else ex
 
 
@@ -98,8 +102,8 @@ def _structure_only(ex: Explanation) -> Explanation:
 
 
 def explain_result(result, *, dump: DumpContext | None = None, detected: str = "") -> Explanation:
-    """Explain a replay's FusionResult: the fused module, with the replay's own decisions
-    preferred for the boundaries they formed."""
+    """Explain a replay's FusionResult: the fused module, each boundary by the replay's own
+    earliest decision between its two sides."""
     info = Detected(result.backend, result.pipeline, result.gpu, detected or "replayed")
     return Explainer(result.module, info, dump, stage="replayed", replay=result).run()
 

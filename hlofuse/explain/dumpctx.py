@@ -40,6 +40,12 @@ class DumpContext:
             return True
         return None
 
+    def before_fusion_snapshot(self, pipeline: str | None = None):
+        """The per-pass snapshot right before the fusion passes (None without one)."""
+        from ..dumpdir import fusion_snapshot
+
+        return fusion_snapshot(list(self.files), "before_fusion", pipeline)
+
     def after_fusion_snapshot(self):
         from ..dumpdir import fusion_snapshot
 

@@ -153,3 +153,114 @@ def _body_update(module: ir.Module, body: ir.Computation, index: int) -> int | N
     if b == ("elem", index) and a[0] == "const":
         return a[1]
     return None
+
+
+# ------------------------------------------------------------------------------------------
+# Launches: kernels per loop iteration and in total, and how often each computation runs
+# ------------------------------------------------------------------------------------------
+
+
+class LoopCounts:
+    """The while loops of a module's executed computations, with their kernels per iteration
+    and in total, and how often each computation runs per execution of the program."""
+
+    def __init__(self, module: ir.Module, executed, source):
+        from ..kernels import is_kernel
+
+        self.m = module
+        self._source = source  # (computation, instruction) -> SourceRef | None
+        self.counts = {c.name: sum(1 for i in c.instructions if is_kernel(i)) for c in executed}
+        self._runs: dict[str, int | None] = {}
+        self.loops = self._summaries(executed, is_kernel)
+        self.by_name = {lp.name: lp for lp in self.loops}
+        self._by_comp: dict = {}
+        for lp in self.loops:
+            self._by_comp.setdefault(lp.body, lp)
+            self._by_comp.setdefault(lp.condition, lp)
+
+    def enclosing(self, comp: str):
+        """The loop whose body or condition `comp` is."""
+        return self._by_comp.get(comp)
+
+    def _summaries(self, executed, is_kernel) -> list:
+        from .records import LoopSummary
+
+        out = []
+        for comp in executed:
+            for instr in comp.instructions:
+                if instr.opcode != "while":
+                    continue
+                body = (instr.attr("body") or "").lstrip("%")
+                cond = (instr.attr("condition") or "").lstrip("%")
+                trip, from_ = trip_count(self.m, comp, instr)
+                launched = from_ != "backend_config"
+                out.append(LoopSummary(
+                    name=instr.name, computation=comp.name, body=body, condition=cond, trip_count=trip,
+                    trip_count_from=from_, body_kernels=self.counts.get(body, 0),
+                    condition_kernels=self.counts.get(cond, 0), condition_launched=launched,
+                    kernels_per_iteration=0, kernels_total=None, source=self._source(comp.name, instr.name),
+                    max_kernel_bytes=max((i.shape.byte_size for i in self.m[body].instructions
+                                          if is_kernel(i)), default=0) if body in self.m.by_name else 0))
+        pending = {lp.name: lp for lp in out}
+        done: dict = {}
+        for lp in out:
+            done[lp.name] = self._with_totals(lp, pending, done)
+        return [done[lp.name] for lp in out]
+
+    def _with_totals(self, lp, pending, done):
+        """Launches per iteration include loops nested in the body (when their count is known)."""
+        from dataclasses import replace
+
+        nested = 0
+        nested_known = True
+        for comp_name in (lp.body,) + ((lp.condition,) if lp.condition_launched else ()):
+            comp = self.m.by_name.get(comp_name)
+            if comp is None:
+                continue
+            for instr in comp.instructions:
+                if instr.opcode == "while" and instr.name in pending:
+                    inner = done.get(instr.name) or self._with_totals(pending[instr.name], pending, done)
+                    if inner.kernels_total is None:
+                        nested_known = False
+                    else:
+                        nested += inner.kernels_total
+        per_iteration = lp.body_kernels + (lp.condition_kernels if lp.condition_launched else 0) + nested
+        total = None
+        if lp.trip_count is not None and nested_known:
+            total = lp.trip_count * per_iteration
+            if lp.condition_launched:
+                total += lp.condition_kernels  # the last test, which ends the loop
+        return replace(lp, kernels_per_iteration=per_iteration, kernels_total=total)
+
+    def runs(self, comp: str, visiting: frozenset = frozenset()) -> int | None:
+        """How often `comp` runs per execution of the program (None: an unknown trip count)."""
+        if comp in self._runs:
+            return self._runs[comp]
+        if comp == self.m.entry_name:
+            return 1
+        if comp in visiting:
+            return None
+        visiting = visiting | {comp}
+        total = 0  # an exact integer: trip counts multiply past 2**53
+        callers = self.m.callers.get(comp, ())
+        if not callers:
+            return None
+        for caller_comp, caller_name, key in callers:
+            caller = self.m[caller_comp][caller_name]
+            runs = self.runs(caller_comp, visiting)
+            if runs is None:
+                self._runs[comp] = None
+                return None
+            if caller.opcode == "while":
+                lp = self.by_name.get(caller_name)
+                if lp is None or lp.trip_count is None:
+                    self._runs[comp] = None
+                    return None
+                if key == "body":
+                    total += runs * lp.trip_count
+                elif lp.condition_launched:
+                    total += runs * (lp.trip_count + 1)
+            else:
+                total += runs  # a branch runs at most this often; a call exactly
+        self._runs[comp] = total
+        return total

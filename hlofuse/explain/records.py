@@ -76,6 +76,15 @@ class Boundary:
     #: Which output of a tuple-shaped producer kernel crosses (a multi-output fusion's or a
     #: custom call's tuple index path); () for a kernel with one output.
     output: tuple[int, ...] = ()
+    #: The pass whose decision kept the two apart (priority-fusion, fusion, fusion_merger, ...),
+    #: "copy-insertion" for a copy added after fusion; None where no pass decided (a loop).
+    decided_in: str | None = None
+    #: The words XLA uses for our decision (what its log would say), for comparing with
+    #: `xla_reason`.
+    rule_xla_reason: str | None = None
+    #: What later passes did to the same pair, and structural facts that also hold, in order
+    #: (classify.Later: pass, rule, reason).
+    then: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,9 @@ class Explanation:
     notes: tuple[str, ...] = ()
     xla_log: str | None = None
     fused_module: ir.Module | None = field(default=None, repr=False, compare=False)
+    #: What the replay behind the reasons started from (the dump's snapshot before fusion, the
+    #: module with its fusions inlined, the input itself); None without a replay.
+    replayed_from: str | None = None
 
     def by_rule(self) -> Counter:
         return Counter(b.rule for b in self.boundaries)
@@ -165,6 +177,9 @@ class Explanation:
             "bytes_across_boundaries": bytes_static,
             "bytes_across_boundaries_per_run": _num(bytes_run),
             "disagreements_with_xla": sum(1 for b in self.boundaries if b.agrees_with_xla is False),
+            "agreements_with_xla": sum(1 for b in self.boundaries if b.agrees_with_xla is True),
+            "decided_in": dict(sorted(Counter(b.decided_in or "-" for b in self.boundaries).items(),
+                                      key=lambda kv: (-kv[1], kv[0]))),
         }
 
 

@@ -8,17 +8,31 @@ import re
 from .. import ir
 from .trace import Edge, Source
 
-def agrees(rule, verdict, pipeline: str | None) -> bool | None:
-    """Whether our rule says what XLA's log says: for a cost-model rejection, whether our rule
-    is a cost-model rule; otherwise whether its XLA string (or, for a boundary rule, one of the
-    strings XLA uses for that situation in this pipeline) occurs in XLA's reason."""
+def agrees(answer, rule, verdict, pipeline: str | None, others=()) -> tuple[bool | None, object]:
+    """Whether our reason is the one XLA's log gives.  A cost-model rejection agrees with a
+    cost-model verdict of ours; a refusal agrees when the words XLA uses for our decision
+    (`answer.xla_string`) are XLA's logged words — else, for a rule answered without a decision,
+    when its XLA string (or, for a boundary rule, one of the strings XLA uses for that
+    situation in this pipeline) occurs in XLA's reason.  XLA logs one reason per producer, that
+    of the first user refusing it in XLA's order of users (which a dump does not keep): where
+    our decision for this pair differs from it, we agree when the replay refused the same
+    producer for another user (`others`, the logged one first) with XLA's reason.
+    Returns (agreement, the other decision that gave XLA's reason, or None); agreement is None
+    when there is nothing to compare."""
+    from ..rules import REGISTRY
     from ..rules.boundaries import XLA_REASONS
 
     if rule is None or verdict is None or verdict.reason is None:
-        return None
-    if getattr(verdict, "status", None) == "unprofitable":
-        return "cost-model" in rule.tags
-    xla_reason = verdict.reason
+        return None, None
+    found = _same_verdict(rule, answer.xla_string if answer is not None else None, verdict)
+    if found is not None:
+        if not found:
+            for other in others:
+                if other is not getattr(answer, "decision", None) and \
+                        _same_verdict(REGISTRY.get(other.rule), other.xla_reason, verdict):
+                    return True, other
+        return found, None
+    text = _words(verdict.reason)
     expected: tuple[str, ...] = ()
     if rule.id in XLA_REASONS:
         table = XLA_REASONS[rule.id]
@@ -27,9 +41,39 @@ def agrees(rule, verdict, pipeline: str | None) -> bool | None:
         expected = (rule.xla.message,)
     if not expected:
         # XLA named a reason where our rule says only the cost model objected: they differ
-        return False if "cost-model" in rule.tags and rule.xla.message is None else None
-    text = xla_reason.strip().lower()
-    return any(e.strip().lower() in text for e in expected)
+        return (False if "cost-model" in rule.tags and rule.xla.message is None else None), None
+    return any(_words(e) in text for e in expected), None
+
+
+def _same_verdict(rule, xla_string: str | None, verdict) -> bool | None:
+    """Whether a decision (its rule, the words XLA uses for it) is XLA's logged verdict; None
+    when the decision carries no words to compare."""
+    if rule is None:
+        return None
+    if verdict.status == "unprofitable":
+        return "profitability" in rule.tags
+    if not xla_string:
+        return None
+    ours, text = _words(xla_string), _words(verdict.reason)
+    return bool(ours) and (ours == text or text.startswith(ours) or ours.startswith(text))
+
+
+def _words(text: str) -> str:
+    return " ".join(text.strip().lower().split())
+
+
+def rule_from_xla_reason(reason: str | None, pipeline: str | None):
+    """An answer from a rule of the registry whose XLA string is the reason XLA's log gives."""
+    from ..rules import REGISTRY
+    from .classify import Answer
+
+    if not reason:
+        return None
+    for r in REGISTRY.values():
+        if r.xla.message and _words(r.xla.message) == _words(reason) and \
+                (pipeline is None or pipeline in r.pipelines):
+            return Answer(r.id, f"XLA's fusion log: {reason}", {"xla_log": reason}, "xla-log", None, reason)
+    return None
 
 
 def load_xla_log(path, notes: list[str]):
@@ -81,13 +125,19 @@ def _log_candidates(name: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def xla_log_verdict(index: "LogIndex", module: ir.Module, src: Source, edge: Edge, notes: list[str]):
+def xla_log_verdict(index: "LogIndex", module: ir.Module, src: Source, edge: Edge, notes: list[str],
+                    sides: tuple | None = None):
     """What XLA's log says about keeping the producer kernel apart from the consumer kernel,
-    matching both by the instructions they compute; None unless it gives a reason."""
+    matching both by the instructions they compute (`sides`: the before-fusion instructions
+    on each side when the replay knows them, else the kernels' own instructions); None unless
+    it gives a reason."""
     producer = module[src.comp][src.name]
     consumer = module[edge.consumer_comp][edge.consumer]
-    p = index.names(kernel_members(module, producer))
-    c = index.names(kernel_members(module, consumer))
+    if sides is not None:
+        p, c = index.names(sides[0]), index.names(sides[1])
+    else:
+        p = index.names(kernel_members(module, producer))
+        c = index.names(kernel_members(module, consumer))
     if not p or not c:
         return None
     try:

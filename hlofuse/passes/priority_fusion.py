@@ -460,12 +460,30 @@ class PriorityFusionRun:
             return make_decision(producer, consumer, outcome) if not outcome.allowed else None
         if pf.is_fusible_bitcast(consumer) and not pf.is_fusible_bitcast(producer):
             only = all(pf.is_fusible_bitcast(u) for u in producer.users)
+            if not only:
+                # Fused into its other users, the producer would stay a kernel for the bitcast
+                # alone; it is still here for them too, so their verdict is the bitcast's.
+                decision = self._producer_verdict(producer, consumer)
+                if decision is not None:
+                    return decision
             outcome = evaluate(("PF-BITCAST-USER",), self.candidate(producer, consumer, bitcast_user=only),
                                frozenset())
             return make_decision(producer, consumer, outcome) if not outcome.allowed else None
         outcome = self.can_fuse(producer, consumer)
         if not outcome.allowed:
             return make_decision(producer, consumer, outcome)
+        decision = self._producer_verdict(producer, consumer)
+        if decision is not None:
+            return decision
+        times = self.model.run_times(producer, producer.users)
+        priority = self.priority.get(producer.uid)
+        outcome = evaluate(("PF-NOT-RECONSIDERED",), self.candidate(
+            producer, consumer, stale=(priority, times)), frozenset())
+        return make_decision(producer, consumer, outcome)
+
+    def _producer_verdict(self, producer: "Node", consumer: "Node") -> Decision | None:
+        """The decision about the producer as a whole, for the pair with `consumer`: another
+        user refuses it (the all-users policy), or the cost model's priority is negative."""
         refusal = self._refusal_for_all_users(producer)
         if refusal is not None and refusal[1] is not None:
             reason, user, other = refusal
@@ -480,9 +498,7 @@ class PriorityFusionRun:
             outcome = evaluate(("PF-CONCAT-PENALTY", "PF-UNPROFITABLE"),
                                self.candidate(producer, consumer, times=times), frozenset())
             return make_decision(producer, consumer, outcome)
-        outcome = evaluate(("PF-NOT-RECONSIDERED",), self.candidate(
-            producer, consumer, stale=(priority, times)), frozenset())
-        return make_decision(producer, consumer, outcome)
+        return None
 
 
 def _triton_config(source: "Node", tile: tuple[int, ...], warps: int) -> str:

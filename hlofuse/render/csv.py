@@ -11,7 +11,7 @@ COLUMNS = (
     "producer", "consumer", "producer_kernel", "consumer_kernel", "producer_computation",
     "consumer_computation", "crossing", "rule", "tags", "reason", "relaxable", "bytes",
     "source_file", "source_line", "source_op_name", "hint", "xla_reason", "agrees_with_xla",
-    "explained_by",
+    "explained_by", "decided_in", "then",
 )
 
 
@@ -30,6 +30,7 @@ def boundaries_frame(ex):
             "bytes": b.bytes, "source_file": s.file if s else None, "source_line": s.line if s else None,
             "source_op_name": s.op_name if s else None, "hint": b.hint, "xla_reason": b.xla_reason,
             "agrees_with_xla": b.agrees_with_xla, "explained_by": b.explained_by,
+            "decided_in": b.decided_in, "then": ";".join(later.text() for later in b.then),
         })
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     return frame.astype({"source_line": "Int64"})

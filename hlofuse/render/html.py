@@ -66,6 +66,10 @@ def render_html(ex, svg: str | None = None, dot_source: str | None = None, svg_e
         consumer = b.consumer if b.consumer_kernel in (None, b.consumer) else f"{b.consumer} ({b.consumer_kernel})"
         producer = b.producer if b.producer == b.producer_kernel else f"{b.producer} ({b.producer_kernel})"
         why = escape(b.reason)
+        if b.decided_in:
+            why = f'<span class="dim">{escape(b.decided_in)}:</span> ' + why
+        for later in b.then:
+            why += f'<br><span class="dim">then {escape(later.text())}</span>'
         if b.xla_reason:
             cls = "disagree" if b.agrees_with_xla is False else "xla"
             why += f'<br><span class="{cls}">XLA: {escape(b.xla_reason)}</span>'

@@ -20,6 +20,7 @@ def explanation_dict(ex) -> dict:
         "stage": ex.stage,
         "detected": ex.detected,
         "xla_log": ex.xla_log,
+        "replayed_from": ex.replayed_from,
         "kernels": [kernel_dict(k) for k in ex.kernels],
         "boundaries": [boundary_dict(b) for b in ex.boundaries],
         "summary": ex.summary(),
@@ -63,6 +64,9 @@ def boundary_dict(b) -> dict:
         "xla_reason": b.xla_reason,
         "agrees_with_xla": b.agrees_with_xla,
         "explained_by": b.explained_by,
+        "decided_in": b.decided_in,
+        "rule_xla_reason": b.rule_xla_reason,
+        "then": [later.to_dict() for later in b.then],
         "via": list(b.via),
         "facts": {k: _plain(v) for k, v in b.facts.items()},
     }

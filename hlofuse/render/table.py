@@ -113,6 +113,10 @@ def boundaries_table(ex, *, limit: int | None = None) -> Table:
         producer = f"{b.producer} ({b.producer_kernel})" if b.producer != b.producer_kernel else b.producer
         style = rule_style(b.rule, b.tags)
         why = markup(b.reason)
+        if b.decided_in:
+            why = f"[dim]{markup(b.decided_in)}:[/] " + why
+        for later in b.then:
+            why += f"\n[dim]then {markup(later.text())}[/]"
         if b.xla_reason:
             mark = "" if b.agrees_with_xla is not False else " [bold red]≠[/]"
             why += f"\n[dim]XLA: {markup(b.xla_reason)}[/]{mark}"

@@ -47,6 +47,24 @@ XLA_REASONS = {
     },
 }
 
+#: The pass rules that refuse these structures in general terms ("the consumer is not
+#: fusible", an IsFusible check without words): where a pass made that decision, the
+#: boundary rule names it more precisely (explain reports it with the pass that decided).
+SAME_DECISION = {
+    "BND-TUPLE-CONSUMER": frozenset({"IF-CONSUMER-NOT-FUSIBLE", "GF-CONSUMER-NOT-FUSIBLE", "PF-CONSUMER-NOT-FUSIBLE",
+                                     "CPU-NO-FUSIBLE-CASE", "PF-CONSTANT-USER-NOT-FUSIBLE"}),
+    "BND-CONTROL-FLOW-OPERAND": frozenset({"IF-CONSUMER-NOT-FUSIBLE", "GF-CONSUMER-NOT-FUSIBLE",
+                                           "PF-CONSUMER-NOT-FUSIBLE", "CPU-NO-FUSIBLE-CASE",
+                                           "PF-CONSTANT-USER-NOT-FUSIBLE"}),
+    "BND-LIBRARY-CONSUMER": frozenset({"IF-CONSUMER-NOT-FUSIBLE", "GF-CONSUMER-NOT-FUSIBLE", "PF-CONSUMER-NOT-FUSIBLE",
+                                       "CPU-NO-FUSIBLE-CASE", "CPU-CUSTOM-FUSION-CONSUMER",
+                                       "IF-GPU-CUSTOM-FUSION-CONSUMER", "FM-CUSTOM-FUSION-USER",
+                                       "PF-CONSTANT-USER-NOT-FUSIBLE"}),
+    "BND-LIBRARY-PRODUCER": frozenset({"IF-PRODUCER-NOT-FUSIBLE", "GF-PRODUCER-NOT-LOOP-FUSIBLE",
+                                       "PF-PRODUCER-NOT-FUSIBLE", "CPU-NOT-LOOP-FUSIBLE",
+                                       "MOF-PRODUCER-NOT-LOOP-FUSIBLE"}),
+}
+
 #: Rule ids in the order explain asks them (first objection wins).
 ORDER = (
     "BND-LOOP-CARRIED", "BND-LOOP-INPUT", "BND-LOOP-OUTPUT", "BND-CALLED-COMPUTATION",
@@ -507,7 +525,7 @@ def copy_inserted(c):
     """
     inserted = c.extra.get("inserted_copies", frozenset())
     for side, node in (("consumer", c.consumer), ("producer", c.producer)):
-        if node.opcode == "copy" and node.name in inserted:
+        if node.name in inserted:
             return objection(copy=node.name, side=side,
                              producer=c.extra.get("producer_name", c.producer.name),
                              consumer=c.extra.get("consumer_name", c.consumer.name),

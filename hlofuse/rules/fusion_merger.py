@@ -148,7 +148,7 @@ def huge_ir(c: Candidate):
 @rule(id="FM-SLOWER-IF-FUSED", name="merger-slower-if-fused", passes=_PASSES, pipelines=_PIPELINES,
       tags={"cost-model", "duplication"}, relaxable=True, xla=_ref("will execute slower if fused"),
       message="merging {producer} into its {n_users} users is modelled slower: {fused_us:.3f} us fused vs "
-              "{unfused_us:.3f} us unfused")
+              "{unfused_us:.3f} us unfused{dominant_words}")
 def slower_if_fused(c: Candidate):
     """XLA's performance model says the merged kernels would run slower.
 
@@ -175,8 +175,10 @@ def _slower(c: Candidate) -> dict | None:
     times = model.estimate_run_times(c.producer, users)
     if times.fused <= times.unfused:
         return None
+    from ..cost.terms import cost_facts
+
     return objection(producer=c.producer.name, n_users=len(users), fused_us=times.fused_us,
-                     unfused_us=times.unfused_us)
+                     unfused_us=times.unfused_us, **cost_facts(model, c.producer, users, times=times))
 
 
 def _concatenate_with_users(c: Candidate):
@@ -194,7 +196,7 @@ def _concatenate_with_users(c: Candidate):
 @rule(id="FM-CONCAT-SLOWER-IF-FUSED", name="merger-concat-slower-if-fused", passes=_PASSES, pipelines=_PIPELINES,
       tags={"concat", "cost-model", "duplication"}, relaxable=True, xla=_ref("will execute slower if fused"),
       message="{producer} is a concatenate kernel ({concat}) read by {n_users} users; recomputing it in each is "
-              "modelled slower: {fused_us:.3f} us fused vs {unfused_us:.3f} us unfused")
+              "modelled slower: {fused_us:.3f} us fused vs {unfused_us:.3f} us unfused{dominant_words}")
 def concat_slower_if_fused(c: Candidate):
     """A concatenate kernel with several users is not merged into them (cost model).
 

@@ -294,7 +294,7 @@ def too_large_ir(c: Candidate):
 @rule(id="MOF-SLOWER-IF-FUSED", name="mof-slower-if-fused", passes=_PASSES, pipelines=_PIPELINES,
       tags={"cost-model"}, relaxable=True, xla=_ref("ProducerCandidateIsFusible", "will execute slower if fused"),
       message="the model says {producer} inside {consumer} (still written as an output) is slower: "
-              "{fused_us:.3f} us fused vs {unfused_us:.3f} us unfused")
+              "{fused_us:.3f} us fused vs {unfused_us:.3f} us unfused{dominant_words}")
 def slower_if_fused(c: Candidate):
     """XLA's performance model says the multi-output kernel would be slower.
 
@@ -312,8 +312,11 @@ def slower_if_fused(c: Candidate):
     times = c.extra["model"].estimate_run_times(c.producer, [c.consumer], multi_output=True)
     if times.fused <= times.unfused:
         return None
+    from ..cost.terms import cost_facts
+
     return objection(producer=c.producer.name, consumer=c.consumer.name, fused_us=times.fused_us,
-                     unfused_us=times.unfused_us)
+                     unfused_us=times.unfused_us,
+                     **cost_facts(c.extra["model"], c.producer, [c.consumer], side_output=True, times=times))
 
 
 @rule(id="MOF-OTHER-CONSUMER-PREFERRED", name="mof-other-consumer-preferred", passes=_PASSES,

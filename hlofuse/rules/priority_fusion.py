@@ -29,7 +29,7 @@ Rules whose check needs the pass's state (cost model, fusion analyses) find it i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..attributes import backend_config
@@ -63,10 +63,24 @@ class PfState:
 
     model: "GpuPerformanceModel"
     config: GpuConfig
+    #: The terms of a cost-model verdict, by producer and verdict totals: asked once per user
+    #: of the producer when the pass reports its refusals, on a graph that no longer changes.
+    terms: dict = field(default_factory=dict, compare=False)
 
 
 def _state(c: Candidate) -> PfState:
     return c.extra["pf"]
+
+
+def _cost_facts(c: Candidate, times) -> dict:
+    from ..cost.terms import cost_facts
+
+    state = _state(c)
+    key = (c.producer.uid, times.time_fused, times.time_unfused)
+    found = state.terms.get(key)
+    if found is None:
+        found = state.terms[key] = cost_facts(state.model, c.producer, c.producer.users, times=times)
+    return found
 
 
 # ------------------------------------------------------------------------------------------
@@ -537,7 +551,7 @@ def bitcast_user(c: Candidate):
       tags={"cost-model", "profitability"}, relaxable=True,
       xla=_ref("PriorityFusionQueue::CalculateProducerPriority", None),
       message="the cost model predicts that fusing {producer} into its {users} user(s) would be slower: "
-              "{fused_us:.3f} µs fused vs {unfused_us:.3f} µs as separate kernels ({device})")
+              "{fused_us:.3f} µs fused vs {unfused_us:.3f} µs as separate kernels ({device}){dominant_words}")
 def unprofitable(c: Candidate):
     """Fusing the producer into its users would not save modelled time.
 
@@ -558,7 +572,8 @@ def unprofitable(c: Candidate):
         return None
     return objection(producer=c.producer.name, consumer=c.consumer.name, users=len(c.producer.users),
                      fused_us=times.fused_us, unfused_us=times.unfused_us,
-                     priority_us=times.unfused_us - times.fused_us, device=_state(c).config.device.name)
+                     priority_us=times.unfused_us - times.fused_us, device=_state(c).config.device.name,
+                     **_cost_facts(c, times))
 
 
 @rule(id="PF-CONCAT-PENALTY", name="pf-concat-penalty", passes=_PASSES, pipelines=_PIPELINES,
@@ -566,7 +581,8 @@ def unprofitable(c: Candidate):
       xla=_ref("GpuHloCostAnalysis::HandleConcatenate", None, file="xla/service/gpu/model/gpu_hlo_cost_analysis.cc"),
       message="the cost model prices the concatenate {concat} at 400 flops per element (it joins along "
               "dimension {dimension}, and its first operand's size there, {size}, is not a multiple of 32); "
-              "fusing {producer} into its users would then take {fused_us:.3f} µs vs {unfused_us:.3f} µs")
+              "fusing {producer} into its users would then take {fused_us:.3f} µs vs {unfused_us:.3f} µs "
+              "({device}){dominant_words}")
 def concat_penalty(c: Candidate):
     """The cost model charges a misaligned concatenate 400 flops per element.
 
@@ -598,7 +614,8 @@ def concat_penalty(c: Candidate):
             dim = (dimensions(n) or (0,))[0]
             return objection(producer=c.producer.name, consumer=c.consumer.name, concat=n.name, dimension=dim,
                              size=n.operands[0].shape.dims[dim], fused_us=times.fused_us,
-                             unfused_us=times.unfused_us)
+                             unfused_us=times.unfused_us, priority_us=times.unfused_us - times.fused_us,
+                             device=_state(c).config.device.name, **_cost_facts(c, times))
     return None
 
 
