@@ -106,14 +106,19 @@ def resolve_input(path: str, **kwargs):
     from .inputs import resolve
 
     resolved = resolve(path, **kwargs)
-    warnings = [w for w in resolved.warnings]
+    print_warnings(resolved)
+    return resolved
+
+
+def print_warnings(resolved) -> None:
+    """The parse warnings of a resolved input, on stderr (at most ten, then a count)."""
+    warnings = list(resolved.warnings)
     if warnings:
         err = stderr_console()
         for warning in warnings[:10]:
             err.print(f"[yellow]warning:[/] {markup(warning)}")
         if len(warnings) > 10:
             err.print(f"[yellow]warning:[/] ... and {len(warnings) - 10} more")
-    return resolved
 
 
 def print_evidence(resolved, detection: bool = True) -> None:
@@ -128,7 +133,7 @@ def print_evidence(resolved, detection: bool = True) -> None:
 
 class _Group(click.Group):
     def list_commands(self, ctx):
-        order = ["parse", "print", "fuse", "rules", "check", "explain", "render", "bench"]
+        order = ["parse", "print", "fuse", "rules", "check", "explain", "render", "bench", "compile"]
         names = super().list_commands(ctx)
         return [n for n in order if n in names] + [n for n in names if n not in order]
 
