@@ -227,16 +227,19 @@ def arguments(header: dict, objects: dict) -> tuple:
 
 
 def abstract(x):
-    """An example value as JAX traces it: its shape and dtype (weakly typed for a Python
-    scalar), without its data."""
+    """An example array as JAX traces it, without its data: its shape and dtype.  Python
+    scalars and other values stay as they are: jax.jit traces a Python scalar weakly typed,
+    and a function jitted with static_argnums takes its static values as given."""
     import jax
 
     if isinstance(x, jax.ShapeDtypeStruct):
         return jax.ShapeDtypeStruct(x.shape, x.dtype, weak_type=getattr(x, "weak_type", False))
+    if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+        return x
     try:
         aval = jax.typeof(x) if hasattr(jax, "typeof") else jax.core.get_aval(x)
     except TypeError:
-        return x  # not an array: jax.jit reports it when tracing
+        return x  # not an array after all: jax.jit says what is wrong when tracing
     return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=aval.weak_type)
 
 

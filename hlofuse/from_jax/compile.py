@@ -335,7 +335,8 @@ def _script(script: str) -> str | None:
 
 
 def _given_args(example_args: tuple, static: tuple[int, ...]) -> tuple:
-    """The arguments as abstract values (shape, dtype, weak type); static ones as they are."""
+    """The arrays among the arguments as abstract values (shape, dtype); the rest, and the
+    static arguments, as they are."""
     if not example_args:
         return ()
     try:
