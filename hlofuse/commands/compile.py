@@ -108,9 +108,9 @@ def _split(text: str, form: str) -> tuple[str, str]:
 
 def _compiled_line(dump) -> str:
     seconds = dump.seconds
-    xla = f", XLA's compile {seconds['compile']:.2f} s" if "compile" in seconds else ""
+    xla = f" (XLA's compile {seconds['compile']:.2f} s)" if "compile" in seconds else ""
     where = f" into {dump.path}" if not dump.temporary else ""
-    return f"compiled {dump.module} for {dump.target} in {seconds.get('total', 0):.1f} s{xla}{where}"
+    return f"compiled {dump.module} by {dump.target}, in {seconds.get('total', 0):.1f} s{xla}{where}"
 
 
 def _quoted(text: str) -> str:

@@ -44,7 +44,7 @@ _CODE_SUFFIXES = (".ll", ".ptx", ".o", ".cubin", ".bc", ".fatbin")
 TRACE_CONFIG = (
     "jax_enable_x64", "jax_default_matmul_precision", "jax_numpy_rank_promotion", "jax_numpy_dtype_promotion",
     "jax_default_prng_impl", "jax_threefry_partitionable", "jax_enable_custom_prng", "jax_softmax_custom_jvp",
-    "jax_hlo_source_file_canonicalization_regex", "jax_use_shardy_partitioner",
+    "jax_hlo_source_file_canonicalization_regex", "jax_use_shardy_partitioner", "jax_threefry_gpu_kernel_lowering",
 )
 
 
@@ -85,7 +85,7 @@ class JaxDump:
         """What was compiled for, in words."""
         if self.backend == "cpu":
             return "XLA:CPU"
-        return f"XLA:GPU for {self.gpu} ({self.device}, deviceless)" if self.deviceless else \
+        return f"XLA:GPU for {self.gpu} ({self.device}), deviceless" if self.deviceless else \
             f"XLA:GPU for this machine's {self.device}"
 
     def to_dict(self) -> dict:
