@@ -369,8 +369,18 @@ def test_a_script_that_compiles_when_imported_is_told_to_guard_the_call(tmp_path
            "compiling process imported this script: put the call under `if __name__ == \"__main__\":`" in done.stderr
 
 
-@pytest.mark.skipif(os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"),
-                    reason="this machine has a GPU, which compile_jax compiles for when no gpu= is given")
+HAS_GPU = os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl")
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU: without gpu= compile_jax compiles for the GPU of the machine")
+def test_with_a_gpu_here_and_no_gpu_named_it_compiles_for_that_gpu(programs):
+    dump = hlofuse.compile_jax(programs.softmax, np.zeros((256, 512), np.float32))
+    assert not dump.deviceless and dump.gpu is None and "NVIDIA" in dump.device
+    assert any(n.endswith("_gpu_after_optimizations.txt") for n in os.listdir(dump))
+    assert hlofuse.explain(dump).explanation.backend == "gpu"
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU, which compile_jax compiles for when no gpu= is given")
 def test_without_a_gpu_and_without_gpu_the_message_says_what_to_name(programs):
     with pytest.raises(BackendUnavailable) as err:
         hlofuse.compile_jax(programs.softmax, np.zeros((4, 4), np.float32))
@@ -392,6 +402,15 @@ def test_the_command_explains_what_the_api_explains(programs, compiled):
     api = json.loads(json.dumps(hlofuse.explain(compiled["softmax", "gpu"]).to_dict()))
     assert payload["kernels"] == api["kernels"] and payload["boundaries"] == api["boundaries"]
     assert payload["compiled"]["module"] == "module_0001.jit_softmax" and payload["compiled"]["gpu"] == GPU
+
+
+def test_the_command_takes_a_module_name_as_python_imports_it(programs, monkeypatch):
+    monkeypatch.chdir(Path(programs.__file__).parent)  # `package.module:FUNCTION`, found from here
+    result = CliRunner().invoke(main, ["compile", "progs:concat_users", "--arg", "f32[16,3]", "--arg", "f32[16,1]",
+                                       "--backend", "cpu", "--json", "--explain"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["module"] == "jit_concat_users" and payload["compiled"]["backend"] == "cpu"
 
 
 def test_the_command_keeps_the_dump_and_replaces_its_own(programs, tmp_path):

@@ -4,14 +4,13 @@ or does not match (issue 19).  None of these tests needs JAX."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from hlofuse.cli import main
 from hlofuse.errors import EXIT_BACKEND, EXIT_INPUT, EXIT_USAGE, BackendUnavailable, OptionError
-from hlofuse.from_jax import MANIFEST, compile as compile_mod, install
+from hlofuse.from_jax import MANIFEST, compile as compile_mod, folder as folder_mod, install
 from hlofuse.from_jax.arguments import ArraySpec, Literal, parse_arg, parse_args, parse_argnums
 
 
@@ -175,5 +174,5 @@ def test_a_folder_an_earlier_compile_wrote_may_be_replaced(tmp_path):
     out.mkdir()
     (out / "module_0001.jit_f.before_optimizations.txt").write_text("old")
     (out / MANIFEST).write_text('{"files": ["module_0001.jit_f.before_optimizations.txt"]}')
-    assert set(compile_mod._check_out(out, [])) == {MANIFEST, "module_0001.jit_f.before_optimizations.txt"}
-    assert compile_mod._check_out(tmp_path / "new", []) == ()
+    assert set(folder_mod.check_out(out, [])) == {MANIFEST, "module_0001.jit_f.before_optimizations.txt"}
+    assert folder_mod.check_out(tmp_path / "new", []) == ()

@@ -7,6 +7,7 @@ Modules: `compile` (the caller's side: options, the compiling process, the dump 
 `install` (what JAX is installed, and what to install).  Nothing here imports JAX at import
 time."""
 
-from .compile import MANIFEST, JaxDump, compile_jax, compile_script
+from .compile import JaxDump, compile_jax, compile_script
+from .folder import MANIFEST
 
 __all__ = ["MANIFEST", "JaxDump", "compile_jax", "compile_script"]

@@ -27,18 +27,15 @@ import tempfile
 import time
 import types
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..errors import BackendUnavailable, InputError, OptionError, OutputError, UserCodeError, XlaCompileError
+from ..errors import BackendUnavailable, InputError, OptionError, UserCodeError, XlaCompileError
 from . import install
 from .child import CHILD_ENV
+from .folder import MANIFEST, check_out, deliver, prune
 
-#: The record hlofuse writes beside XLA's files: how the dump was made.
-MANIFEST = "hlofuse-compile.json"
-#: Files of generated code XLA writes beside the HLO; hlofuse does not read them.
-_CODE_SUFFIXES = (".ll", ".ptx", ".o", ".cubin", ".bc", ".fatbin")
 #: jax.config options that change the program jax.jit traces; carried from the caller's
 #: process into the compiling one (a script sets them itself when it is imported there).
 TRACE_CONFIG = (
@@ -170,7 +167,7 @@ class _Plan:
             raise OptionError(f"gpu={gpu!r} describes a GPU; backend {backend!r} has none")
         spec_text = _spec_text(gpu) if gpu is not None else None
         flags = _flags(xla_flags)
-        replaces = _check_out(Path(out), inputs) if out is not None else ()
+        replaces = check_out(Path(out), inputs) if out is not None else ()
         versions = install.require(backend, deviceless=gpu is not None)
         return _Plan(backend, str(gpu) if gpu is not None else None, spec_text, flags,
                      Path(out) if out is not None else None, replaces, versions)
@@ -182,7 +179,7 @@ class _Plan:
             dump = work / "dump"
             dump.mkdir()
             result = self._child(header, payload, dump, work / "result.json", function)
-            kept = _prune(dump)
+            kept = prune(dump)
             seconds = {k: round(v, 4) for k, v in result.get("seconds", {}).items()}
             seconds["total"] = round(time.perf_counter() - started, 4)
             notes = tuple(n for n in (install.version_note(self.versions),) if n)
@@ -190,11 +187,12 @@ class _Plan:
                              function, self.inherited_flags(), dict(self.versions), seconds, notes)
             (dump / MANIFEST).write_text(json.dumps({**record.to_dict(), "files": kept}, indent=1) + "\n")
             if self.out is None:
-                record = _temporary(record, work)
-                work = None  # removed with the record
+                record = replace(record, temporary=True)
+                weakref.finalize(record, shutil.rmtree, str(work), True)  # removed with the record
+                work = None
             else:
-                _deliver(dump, self.out, self.replaces)
-                record = _moved(record, self.out)
+                deliver(dump, self.out, self.replaces)
+                record = replace(record, path=self.out)
             return record
         finally:
             if work is not None:
@@ -425,82 +423,3 @@ def _jax_config() -> dict:
         if value is None or isinstance(value, (bool, int, float, str)):
             out[name] = value
     return out
-
-
-# ------------------------------------------------------------------------------------------
-# The dump folder
-# ------------------------------------------------------------------------------------------
-
-
-def _prune(dump: Path) -> list[str]:
-    """Drop generated code from the dump; the names kept, sorted."""
-    kept = []
-    for entry in sorted(dump.iterdir()):
-        if entry.name.endswith(_CODE_SUFFIXES):
-            entry.unlink()
-        else:
-            kept.append(entry.name)
-    return kept
-
-
-def _check_out(out: Path, inputs: Sequence[str]) -> tuple[str, ...]:
-    """Whether `out` may receive the dump: a new folder (its parent exists), an empty one, or
-    one an earlier compile wrote (the files its record lists are replaced).  The files to
-    replace; OutputError before any work otherwise."""
-    if os.path.islink(out):
-        raise OutputError(f"{out} is a symbolic link: hlofuse does not write through links (name the folder itself)")
-    for given in inputs:
-        if os.path.realpath(given) == os.path.realpath(out):
-            raise OutputError(f"{out}: -o names the input {given}")
-    if not out.exists():
-        parent = Path(os.path.abspath(out)).parent
-        if not parent.is_dir():
-            raise OutputError(f"{out}: the folder {parent} does not exist (hlofuse creates only the dump folder itself)")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise OutputError(f"{out}: cannot write in the folder {parent}")
-        return ()
-    if not out.is_dir():
-        raise OutputError(f"{out} is not a folder: the dump is a folder of files")
-    names = sorted(os.listdir(out))
-    if not names:
-        return ()
-    record = out / MANIFEST
-    if not record.is_file() or record.is_symlink():
-        raise OutputError(f"{out} holds other files: write the dump into a new or empty folder (or one `hlofuse "
-                          "compile` wrote, which is replaced)")
-    try:
-        listed = json.loads(record.read_text()).get("files", [])
-    except (OSError, ValueError, AttributeError):
-        raise OutputError(f"{out}/{MANIFEST} cannot be read: write the dump into a new or empty folder") from None
-    listed = [n for n in listed if isinstance(n, str) and os.sep not in n and n not in (".", "..")]
-    extra = [n for n in names if n not in listed and n != MANIFEST]
-    if extra:
-        raise OutputError(f"{out} holds files the earlier compile did not write ({', '.join(extra[:3])}"
-                          f"{', ...' if len(extra) > 3 else ''}): write the dump into a new or empty folder")
-    return tuple(n for n in names)
-
-
-def _deliver(dump: Path, out: Path, replaces: tuple[str, ...]) -> None:
-    """Move the dump's files into `out` (created; an earlier compile's files removed first)."""
-    if not out.exists():
-        out.mkdir()
-    for name in replaces:
-        target = out / name
-        if target.is_file() and not target.is_symlink():
-            target.unlink()
-    for entry in dump.iterdir():
-        shutil.move(str(entry), str(out / entry.name))
-
-
-def _moved(record: JaxDump, out: Path) -> JaxDump:
-    from dataclasses import replace
-
-    return replace(record, path=out)
-
-
-def _temporary(record: JaxDump, work: Path) -> JaxDump:
-    from dataclasses import replace
-
-    record = replace(record, temporary=True)
-    weakref.finalize(record, shutil.rmtree, str(work), True)
-    return record
