@@ -13,7 +13,7 @@ from typing import Callable
 import click
 
 from . import __version__
-from .errors import EXIT_INPUT, HlofuseError, HloSyntaxError
+from .errors import EXIT_INPUT, HlofuseError, HloSyntaxError, UserCodeError
 from .outputs import check_outputs, write_atomically  # noqa: F401  (the commands write through these)
 from .terminal import markup, printable
 
@@ -47,6 +47,8 @@ def fail(err: HlofuseError, as_json: bool = False) -> None:
         payload = {"error": err.one_line()}
         if isinstance(err, HloSyntaxError):
             payload.update(path=err.path, line=err.line, column=err.column)
+        elif isinstance(err, UserCodeError):
+            payload.update(path=err.path, line=err.line, function=err.function)
         click.echo(json.dumps(payload))
     else:  # the message and the source line quote the input: control characters made visible
         click.echo(printable(err.one_line()), err=True)

@@ -326,6 +326,10 @@ def test_the_command_reports_errors_in_the_script_at_their_line(tmp_path):
     assert result.exit_code == EXIT_USER_CODE
     assert result.stderr.strip().splitlines()[-1].endswith(
         "broken.py:3: error: importing the script: ValueError: no data here")
+    result = CliRunner().invoke(main, ["compile", f"{broken}:f", "--arg", "f32[8]", "--backend", "cpu", "--json"])
+    assert result.exit_code == EXIT_USER_CODE
+    error = json.loads(result.stdout)
+    assert error["path"].endswith("broken.py") and error["line"] == 3 and "ValueError: no data here" in error["error"]
     syntax = tmp_path / "syntax.py"
     syntax.write_text("def f(x):\n    return x +\n")
     result = CliRunner().invoke(main, ["compile", f"{syntax}:f", "--arg", "f32[8]", "--backend", "cpu"])
