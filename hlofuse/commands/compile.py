@@ -64,12 +64,15 @@ def compile_cmd(target, arg_texts, args_from, static_argnums, backend, gpu, xla_
         maker = _split(args_from, "[SCRIPT.py:]FUNC") if ":" in args_from else (script, args_from)
     explain_it = do_explain or out is None
     err = stderr_console()
-    if not as_json:
-        where = "XLA:CPU" if backend == "cpu" else (f"{gpu}, without it (deviceless XLA:GPU)" if gpu else
-                                                      "this machine's GPU")
-        err.print(f"[dim]compiling {markup(function)} of {markup(script)} for {markup(where)}[/]")
+
+    def starting():
+        if not as_json:
+            where = "XLA:CPU" if backend == "cpu" else (f"{gpu}, without it (deviceless XLA:GPU)" if gpu else
+                                                          "this machine's GPU")
+            err.print(f"[dim]compiling {markup(function)} of {markup(script)} for {markup(where)}[/]")
+
     dump = compile_script(script, function, args, args_from=maker, backend=backend, gpu=gpu, xla_flags=xla_flags,
-                          static_argnums=static, out=out)
+                          static_argnums=static, out=out, starting=starting)
     if not as_json:
         err.print(f"[dim]{markup(_compiled_line(dump))}[/]", soft_wrap=True)
         for note in dump.notes:

@@ -29,7 +29,7 @@ import types
 import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..errors import BackendUnavailable, InputError, OptionError, UserCodeError, XlaCompileError
 from . import install
@@ -117,10 +117,12 @@ def compile_jax(fn, *example_args, backend: str = "gpu", gpu: str | None = None,
 
 def compile_script(script: str, function: str, args: Sequence | None = None, *, args_from: tuple[str, str] | None = None,
                    backend: str = "gpu", gpu: str | None = None, xla_flags: str | Sequence[str] | None = None,
-                   static_argnums: Sequence[int] = (), out: str | os.PathLike | None = None) -> JaxDump:
+                   static_argnums: Sequence[int] = (), out: str | os.PathLike | None = None,
+                   starting: Callable[[], None] | None = None) -> JaxDump:
     """`hlofuse compile SCRIPT:FUNCTION`: the function of a script (or of an importable module)
     compiled for example arguments written as text (`arguments.parse_args`) or made by
-    `args_from` = (script, function name), a function that returns them as a tuple."""
+    `args_from` = (script, function name), a function that returns them as a tuple.
+    `starting` is called once every option is checked, as the compile starts."""
     from .arguments import ArraySpec
 
     static = _argnums(static_argnums)
@@ -139,6 +141,8 @@ def compile_script(script: str, function: str, args: Sequence | None = None, *, 
               "user_files": [script_path] if script_path else [],
               "function": {"script": script_path or script, "name": function}, "args": spec,
               "static_argnums": list(static), "jax_config": {}}
+    if starting is not None:
+        starting()
     return plan.run(header, b"", function)
 
 

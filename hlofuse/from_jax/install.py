@@ -39,8 +39,9 @@ def require(backend: str, deviceless: bool) -> dict[str, str]:
     install.  `deviceless`: XLA:GPU for a described GPU, which needs the CUDA plugin."""
     found = versions()
     if "jax" not in found or "jaxlib" not in found:
-        missing = " and ".join(n for n in ("jax", "jaxlib") if n not in found)
-        raise BackendUnavailable(f"compiling a JAX function needs JAX ({missing} is not installed): {INSTALL}")
+        missing = [n for n in ("jax", "jaxlib") if n not in found]
+        state = f"{' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} not installed"
+        raise BackendUnavailable(f"compiling a JAX function needs JAX ({state}): {INSTALL}")
     jaxlib = found["jaxlib"]
     if backend != "gpu":
         return found
