@@ -425,6 +425,8 @@ def test_the_command_keeps_the_dump_and_replaces_its_own(programs, tmp_path):
     assert first.stdout.splitlines()[-1] == f"next: hlofuse explain {out}"
     names = sorted(os.listdir(out))
     assert MANIFEST in names and any(n.endswith("cpu_after_optimizations.txt") for n in names)
+    record = json.loads((out / MANIFEST).read_text())
+    assert record["dump"] == str(out) and not record["temporary"] and record["function"] == "mlp"
     again = CliRunner().invoke(main, args + ["--explain"])
     assert again.exit_code == 0, again.output
     assert sorted(os.listdir(out)) == names and "kernels in XLA's final module" in again.stdout

@@ -27,7 +27,7 @@ import tempfile
 import time
 import types
 import weakref
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -187,16 +187,15 @@ class _Plan:
             seconds = {k: round(v, 4) for k, v in result.get("seconds", {}).items()}
             seconds["total"] = round(time.perf_counter() - started, 4)
             notes = tuple(n for n in (install.version_note(self.versions),) if n)
-            record = JaxDump(dump, result["module"], self.backend, result["device"], self.gpu, result["deviceless"],
-                             function, self.inherited_flags(), dict(self.versions), seconds, notes)
+            record = JaxDump(self.out or dump, result["module"], self.backend, result["device"], self.gpu,
+                             result["deviceless"], function, self.inherited_flags(), dict(self.versions), seconds,
+                             notes, temporary=self.out is None)
             (dump / MANIFEST).write_text(json.dumps({**record.to_dict(), "files": kept}, indent=1) + "\n")
             if self.out is None:
-                record = replace(record, temporary=True)
                 weakref.finalize(record, shutil.rmtree, str(work), True)  # removed with the record
                 work = None
             else:
                 deliver(dump, self.out, self.replaces)
-                record = replace(record, path=self.out)
             return record
         finally:
             if work is not None:
