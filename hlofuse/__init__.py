@@ -5,9 +5,20 @@ Primary API:
     load(path) -> Module         parse a file, a --xla_dump_to folder, or "-" for stdin
     dumps(module) -> str         print HLO text that XLA and hlofuse parse back
     resolve(path, need=...)      what a command works on: module, stages, backend, pipeline, GPU, evidence
+    explain(input, **options)    `hlofuse explain`: a report whose .to_dict() is what --json prints
+    check(input, **options)      `hlofuse check`: the same
+    compile_jax(fn, *args, ...)  a JAX function compiled by XLA (a GPU described, without one; or the
+                                 CPU) into a dump folder the functions above read
+
+`hlofuse.explain` and `hlofuse.check` stay these functions after the subpackage
+`hlofuse.explain` and the module `hlofuse.check` are imported (import those as
+`from hlofuse.explain import ...`, `from hlofuse.check import ...`).
 """
 
 from __future__ import annotations
+
+import sys
+import types
 
 from .errors import HloSyntaxError, HlofuseError
 from .ir import Computation, Instruction, Module, Shape
@@ -49,7 +60,54 @@ def dumps(module: Module) -> str:
     return print_module(module)
 
 
+def explain(source, **options):
+    """Explain every kernel boundary, as `hlofuse explain` does: `source` is a path (HLO file,
+    `--xla_dump_to` folder, "-"), a `compile_jax` folder or a parsed Module; the options are the
+    command's (module, stage, backend, pipeline, gpu, relax, xla_flags).  Returns an
+    ExplainReport: `.explanation`, `.kernels`, `.boundaries`, `.summary()`, `.counts`, and
+    `.to_dict()`, equal to what `hlofuse explain --json` prints."""
+    from .api import explain as _explain
+
+    return _explain(source, **options)
+
+
+def check(before, after=None, **options):
+    """Replay XLA's fusion passes from its snapshot right before fusion and compare with its
+    kernels right after, as `hlofuse check` does: a dump folder (or `compile_jax` folder), or
+    BEFORE and AFTER (paths or Modules); options module, backend, pipeline, passes, gpu, relax,
+    library_fusion, xla_flags.  Returns a CheckReport whose `.to_dict()` equals `hlofuse check
+    --json`."""
+    from .api import check as _check
+
+    return _check(before, after, **options)
+
+
+def compile_jax(fn, *example_args, **options):
+    """Compile `fn` as jax.jit would for `example_args`, with XLA dumping what hlofuse reads;
+    returns the dump folder (a path-like JaxDump).  Options: backend ("gpu" or "cpu"), gpu (a
+    GPU description name such as "h100_sxm", or a .txtpb file: compiled without that GPU),
+    xla_flags, static_argnums, out (a folder to keep; default a temporary one).  See
+    hlofuse.from_jax.compile_jax."""
+    from .from_jax import compile_jax as _compile_jax
+
+    return _compile_jax(fn, *example_args, **options)
+
+
+class _Package(types.ModuleType):
+    """Keeps the API functions `explain` and `check` under their names: importing the
+    submodules of the same names would otherwise replace them with the modules."""
+
+    _API = ("explain", "check")
+
+    def __setattr__(self, name, value):
+        if name in self._API and isinstance(value, types.ModuleType):
+            return  # the submodule stays in sys.modules, where `from hlofuse.X import ...` finds it
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
 __all__ = [
     "Computation", "HloSyntaxError", "HlofuseError", "Instruction", "Module", "Shape",
-    "dumps", "load", "loads", "resolve",
+    "check", "compile_jax", "dumps", "explain", "load", "loads", "resolve",
 ]

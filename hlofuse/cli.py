@@ -13,7 +13,7 @@ from typing import Callable
 import click
 
 from . import __version__
-from .errors import EXIT_INPUT, HlofuseError, HloSyntaxError
+from .errors import EXIT_INPUT, HlofuseError, HloSyntaxError, UserCodeError
 from .outputs import check_outputs, write_atomically  # noqa: F401  (the commands write through these)
 from .terminal import markup, printable
 
@@ -47,6 +47,8 @@ def fail(err: HlofuseError, as_json: bool = False) -> None:
         payload = {"error": err.one_line()}
         if isinstance(err, HloSyntaxError):
             payload.update(path=err.path, line=err.line, column=err.column)
+        elif isinstance(err, UserCodeError):
+            payload.update(path=err.path, line=err.line, function=err.function)
         click.echo(json.dumps(payload))
     else:  # the message and the source line quote the input: control characters made visible
         click.echo(printable(err.one_line()), err=True)
@@ -106,14 +108,19 @@ def resolve_input(path: str, **kwargs):
     from .inputs import resolve
 
     resolved = resolve(path, **kwargs)
-    warnings = [w for w in resolved.warnings]
+    print_warnings(resolved)
+    return resolved
+
+
+def print_warnings(resolved) -> None:
+    """The parse warnings of a resolved input, on stderr (at most ten, then a count)."""
+    warnings = list(resolved.warnings)
     if warnings:
         err = stderr_console()
         for warning in warnings[:10]:
             err.print(f"[yellow]warning:[/] {markup(warning)}")
         if len(warnings) > 10:
             err.print(f"[yellow]warning:[/] ... and {len(warnings) - 10} more")
-    return resolved
 
 
 def print_evidence(resolved, detection: bool = True) -> None:
@@ -128,7 +135,7 @@ def print_evidence(resolved, detection: bool = True) -> None:
 
 class _Group(click.Group):
     def list_commands(self, ctx):
-        order = ["parse", "print", "fuse", "rules", "check", "explain", "render", "bench"]
+        order = ["parse", "print", "fuse", "rules", "check", "explain", "render", "bench", "compile"]
         names = super().list_commands(ctx)
         return [n for n in order if n in names] + [n for n in names if n not in order]
 

@@ -12,6 +12,8 @@ EXIT_RULE = 4
 EXIT_BACKEND = 5
 EXIT_INPUT = 6
 EXIT_EXECUTE = 7
+EXIT_USER_CODE = 8
+EXIT_XLA_COMPILE = 9
 
 
 class HlofuseError(Exception):
@@ -121,3 +123,35 @@ class ExecutionError(HlofuseError):
     """An HLO module could not be evaluated or compiled to kernels."""
 
     exit_code = EXIT_EXECUTE
+
+
+class UserCodeError(HlofuseError):
+    """The user's Python code failed while hlofuse compiled it: importing their script,
+    making the example arguments, or JAX tracing or lowering their function.  Told at the
+    user's file and line (`path`, `line`), not as a failure of hlofuse."""
+
+    exit_code = EXIT_USER_CODE
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 function: str | None = None, details: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.line = line
+        self.function = function
+        self.details = details  # the whole error text and traceback, for those who ask
+
+    def __str__(self) -> str:
+        if self.path is None:
+            return f"error: {self.message}"
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: error: {self.message}"
+
+    def one_line(self) -> str:
+        return printable(str(self))
+
+
+class XlaCompileError(HlofuseError):
+    """XLA refused to compile the program, or the process compiling it died."""
+
+    exit_code = EXIT_XLA_COMPILE

@@ -28,42 +28,18 @@ def backend_options(fn):
 
 def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(), xla_flags=None, *,
                       quiet=False):
-    """Resolve INPUT (file, dump folder or stdin) and explain it; a module before fusion is
-    replayed first.  Shared by `explain` and `render`; returns (resolved input, explanation)."""
-    from ..cli import print_evidence, resolve_input
-    from ..explain import explain
-    from ..inputs import EXPLAIN, check_options
+    """Resolve INPUT (file, dump folder or stdin) and explain it, as hlofuse.explain does; a
+    module before fusion is replayed first.  Shared by `explain` and `render`; what was
+    chosen is printed on stderr (unless quiet) before the work.  Returns the ExplainReport."""
+    from ..api import explain_resolved, resolve_for_explain
+    from ..cli import print_evidence, print_warnings
 
-    flags = (xla_flags,) if xla_flags else ()
-    check_options(backend=backend, pipeline=pipeline, gpu=gpu, relax=relax, xla_flags=flags)
-    resolved = resolve_input(input, need=EXPLAIN, module=module_name, stage=stage, backend=backend,
-                             pipeline=pipeline, gpu=gpu, relax=relax)
+    resolved, flags = resolve_for_explain(input, module=module_name, stage=stage, backend=backend,
+                                          pipeline=pipeline, gpu=gpu, relax=relax, xla_flags=xla_flags)
+    print_warnings(resolved)
     if not quiet:
         print_evidence(resolved, detection=False)  # the report's header has the detection line
-    ex = explain(resolved.module, dump=resolved.dump_context(), relax=tuple(relax), xla_flags=flags,
-                 detection=resolved.detection)
-    return resolved, ex
-
-
-def kernel_counts_of(resolved, ex):
-    """What explain counts (the module explained, or the replay of it) first, then XLA's
-    snapshot right after fusion when the dump has one and it is not the module explained."""
-    from .. import counts
-    from ..dumpdir import read_input
-    from ..parse import parse_text
-
-    own_what = counts.REPLAY if ex.stage == "replayed" else (
-        counts.XLA_FINAL if resolved.main.file is not None and resolved.main.file.stage == "after_optimizations"
-        else counts.MODULE)
-    own = counts.count(ex.fused_module, own_what, resolved.main.name) if ex.fused_module is not None else None
-    if own is None:
-        return []
-    out = [own]
-    snap = resolved.stage_file("after_fusion")
-    if snap is not None and str(snap.path) != resolved.main.name and own_what != counts.XLA_AFTER_FUSION:
-        text, name = read_input(str(snap.path))
-        out.append(counts.count(parse_text(text, name), counts.XLA_AFTER_FUSION, str(snap.path)))
-    return out
+    return explain_resolved(resolved, relax=relax, xla_flags=flags)
 
 
 @main.command("explain")
@@ -112,16 +88,15 @@ def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, re
                  (≠ where it differs from ours)
     """
     check_outputs({"--csv": csv_path, "--html": html_path}, [input, gpu])
-    from dataclasses import replace
+    report = build_explanation(input, module_name, stage, backend, pipeline, gpu, relax, xla_flags, quiet=as_json)
+    print_report(report, as_json=as_json, csv_path=csv_path, html_path=html_path, limit=limit)
 
-    from .. import counts
 
-    resolved, ex = build_explanation(input, module_name, stage, backend, pipeline, gpu, relax, xla_flags,
-                                     quiet=as_json)
+def print_report(report, *, as_json=False, csv_path=None, html_path=None, limit=None) -> None:
+    """An ExplainReport as `explain` prints it (also `compile --explain`): the table, or
+    JSON; the CSV and HTML files written."""
+    ex = report.explanation
     err = stderr_console()
-    kernel_counts = kernel_counts_of(resolved, ex)
-    differ = counts.differences(kernel_counts)
-    ex = replace(ex, notes=ex.notes + tuple(differ))
     if csv_path:
         from ..render.csv import to_csv
 
@@ -133,17 +108,11 @@ def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, re
     if as_json:
         import json
 
-        from ..render.json import explanation_dict
-
-        payload = explanation_dict(ex)
-        payload["counts"] = [c.to_dict() for c in kernel_counts]
-        payload["launches_per_run"] = ex.summary()["kernels_launched"]
-        payload["evidence"] = list(resolved.evidence)
-        click.echo(json.dumps(payload, indent=2))
+        click.echo(json.dumps(report.to_dict(), indent=2))
         return
     from ..render.table import print_explanation
 
-    counted = f"in {kernel_counts[0].words}" if kernel_counts else None
+    counted = f"in {report.counts[0].words}" if report.counts else None
     # wide enough for the boundary table when piped; a terminal keeps its own width
     print_explanation(ex, stdout_console(width=200), limit=limit, counted=counted)
 

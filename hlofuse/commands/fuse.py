@@ -37,43 +37,6 @@ def _pipeline_options(fn):
     return fn
 
 
-def _options(resolved, passes, relax, library_fusion=None, xla_flags=None):
-    """Options for the replay of `resolved`; pass names are checked here, before the replay."""
-    from ..pipeline import Options, get_pipeline
-
-    chosen = tuple(p.strip() for p in passes.split(",") if p.strip()) if passes else None
-    if chosen is not None:
-        names = list(dict.fromkeys(n for n, _ in get_pipeline(resolved.backend, resolved.pipeline).passes))
-        unknown = [p for p in chosen if p not in names]
-        if unknown:
-            raise OptionError(f"--passes: {', '.join(unknown)} is not a pass of the {resolved.pipeline} pipeline; "
-                              f"its passes: {', '.join(names)}")
-    return Options(backend=resolved.backend, pipeline=resolved.pipeline, passes=chosen, gpu=resolved.gpu,
-                   relax=tuple(relax), library_fusion=library_fusion,
-                   xla_flags=(xla_flags,) if xla_flags else ())
-
-
-def _xla_counts(resolved, own):
-    """The command's own count first, then XLA's counts of the same program that the dump has
-    (the snapshot right after fusion, the final module), parsed here to count them."""
-    from .. import counts
-    from ..dumpdir import read_input
-    from ..parse import parse_text
-
-    out = [own]
-    for which, what in (("after_fusion", counts.XLA_AFTER_FUSION), ("after_optimizations", counts.XLA_FINAL)):
-        f = resolved.stage_file(which)
-        if f is None or any(c.file == str(f.path) for c in out):
-            continue
-        if resolved.after is not None and resolved.after.file is not None and resolved.after.file.path == f.path:
-            module = resolved.after.module
-        else:
-            text, name = read_input(str(f.path))
-            module = parse_text(text, name)
-        out.append(counts.count(module, what, str(f.path)))
-    return out
-
-
 @main.command("fuse")
 @click.argument("input", metavar="INPUT")
 @click.option("--module", "module_name", metavar="NAME", help="Module of a dump folder.")
@@ -94,6 +57,7 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
       hlofuse fuse dump/ --json | jq '.decisions[] | select(.verdict=="blocked")'
     """
     from .. import counts
+    from ..api import replay_options, xla_counts
     from ..cli import print_evidence, resolve_input
     from ..collector import collector_paused
     from ..inputs import REPLAY, check_options
@@ -106,7 +70,7 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
                   xla_flags=(xla_flags,) if xla_flags else ())
     resolved = resolve_input(input, need=REPLAY, module=module_name, stage=stage, backend=backend,
                              pipeline=pipeline, gpu=gpu)
-    options = _options(resolved, passes, relax, library_fusion, xla_flags)
+    options = replay_options(resolved, passes, relax, library_fusion, xla_flags)
     if not as_json:
         print_evidence(resolved)
     result = replay(resolved.module, options)
@@ -117,7 +81,7 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
         baseline = replay(resolved.module, replace(options, relax=()))
     if output:
         write_atomically(output, print_module(result.module))
-    kernel_counts = _xla_counts(resolved, counts.count(result.module, counts.REPLAY, resolved.main.name))
+    kernel_counts = xla_counts(resolved, counts.count(result.module, counts.REPLAY, resolved.main.name))
     if as_json:
         with collector_paused():  # a million small dicts and strings, no cycles
             payload = result.to_dict()
@@ -250,72 +214,23 @@ def check_cmd(inputs, module_name, backend, pipeline, passes, gpu, relax, librar
       hlofuse check before_fusion.txt after_fusion.txt --pipeline legacy --gpu rtx2080ti
       hlofuse check dump/ --json | jq .agreement
     """
-    from .. import counts
-    from ..check import check
-    from ..cli import print_evidence, resolve_input
-    from ..inputs import CHECK, check_options
+    from ..api import check_resolved, replay_options, resolve_for_check
+    from ..cli import print_evidence, print_warnings
 
     if len(inputs) > 2:
         raise OptionError("give BEFORE AFTER files, or one dump folder")
-    check_options(backend=backend, pipeline=pipeline, gpu=gpu, relax=relax,
-                  xla_flags=(xla_flags,) if xla_flags else ())
-    resolved = resolve_input(inputs[0], need=CHECK, module=module_name, backend=backend, pipeline=pipeline,
-                             gpu=gpu, after_path=inputs[1] if len(inputs) == 2 else None)
-    options = _options(resolved, passes, relax, library_fusion, xla_flags)
-    after_file = resolved.after.file
-    if options.passes is None and after_file is not None and after_file.stage == "pass":
-        options = _until(options, after_file)
+    resolved, flags = resolve_for_check(inputs[0], inputs[1] if len(inputs) == 2 else None, module=module_name,
+                                        backend=backend, pipeline=pipeline, gpu=gpu, relax=relax,
+                                        xla_flags=xla_flags)
+    print_warnings(resolved)
+    options = replay_options(resolved, passes, relax, library_fusion, flags)
     if not as_json:
         print_evidence(resolved)
-    result = check(resolved.before.module, resolved.after.module, options)
-    xla_what = counts.XLA_FINAL if after_file is not None and after_file.stage == "after_optimizations" \
-        else counts.XLA_AFTER_FUSION
-    kernel_counts = _xla_counts(resolved, counts.count(resolved.after.module, xla_what, resolved.after.name))
-    kernel_counts.insert(1, counts.count(result.replay.module, counts.REPLAY, resolved.before.name))
-    xla_reasons = _xla_reasons(resolved)
+    report = check_resolved(resolved, options)
     if as_json:
-        payload = result.to_dict()
-        if xla_reasons is not None:
-            for kernel in payload["kernels"]:
-                for d in kernel["decisions"]:
-                    d["xla_log_reason"] = xla_reasons(d["producer"], d["consumer"])
-        payload["replay_kernels"] = kernel_counts[1].kernels
-        payload["counts"] = [c.to_dict() for c in kernel_counts]
-        payload["counts_differ"] = counts.differences(kernel_counts)
-        payload["evidence"] = list(resolved.evidence)
-        click.echo(json.dumps(payload, indent=2))
+        click.echo(json.dumps(report.to_dict(), indent=2))
         return
-    _print_check(result, show_all, xla_reasons, kernel_counts)
-
-
-def _until(options, after_file):
-    """Replay only the passes up to the one XLA's after-snapshot was taken after."""
-    from dataclasses import replace
-
-    from ..pipeline import get_pipeline
-
-    spec = get_pipeline(options.backend, options.pipeline)
-    names = [n for n, _ in spec.passes]
-    if after_file.after_pass in names:
-        last = len(names) - 1 - names[::-1].index(after_file.after_pass)
-        return replace(options, passes=tuple(dict.fromkeys(names[: last + 1])))
-    if after_file.before_pass in names:  # taken between passes: replay those before it
-        first = names.index(after_file.before_pass)
-        return replace(options, passes=tuple(dict.fromkeys(names[:first])))
-    return options
-
-
-def _xla_reasons(resolved):
-    """A lookup (producer, consumer) → XLA's own reason, from its priority-fusion log."""
-    from ..dumpdir import priority_fusion_log
-
-    log_file = priority_fusion_log(list(resolved.files))
-    if log_file is None:
-        return None
-    from ..xla_log import load_log
-
-    log = load_log(log_file.path)
-    return lambda producer, consumer: log.reason(producer, consumer)
+    _print_check(report.result, show_all, report.xla_reason, list(report.counts))
 
 
 def _print_check(result, show_all, xla_reasons, kernel_counts) -> None:
