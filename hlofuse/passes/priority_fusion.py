@@ -304,9 +304,9 @@ class PriorityFusionRun:
                 fusion.fusion_kind = kind
         tiling = None
         if analysis.kind == TRITON and analysis.backend_kind == "__triton":
-            _, tile, warps = self.model.triton_tiling(producer, consumer)
+            best = self.model.triton_tiling(producer, consumer)
             source = consumer if pf.is_generic_triton_fusion(consumer) else producer
-            tiling = (source, tile, warps)
+            tiling = (source, best.tile, best.warps)
         g.fuse_instruction(fusion, producer)
         if tiling is not None:
             # XLA gives the result the best tiling it found (and kind kCustom)
