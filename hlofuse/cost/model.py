@@ -310,8 +310,12 @@ class GpuPerformanceModel:
                 utilization = f32(utilization + cost.operand_utilization(consumer, i))
         analysis = self.pair_analysis(producer, consumer)
         if analysis.kind == TRITON and analysis.backend_kind == "__triton":
-            # CanFuseTriton stores the best tiling's time as the pair's fused time
-            return self.triton_tiling(producer, consumer).runtime
+            # CanFuseTriton stores the best tiling's time as the pair's fused time; a pair
+            # PriorityFusion never asked CanFuse about (a bitcast user) is priced by the
+            # formulas below, on the producer's tiled flops and the Triton launch grid
+            found = self._triton.get((producer.uid, consumer.uid))
+            if found is not None and found.found:
+                return found.runtime
         launch = launch_dimensions(analysis)
         flops = int(f32(f32(p_rt.flops * utilization) + c_rt.flops))
         compute = compute_time(device, flops, launch.blocks, launch.threads_per_block)
@@ -339,9 +343,13 @@ class GpuPerformanceModel:
         key = (producer.uid, consumer.uid)
         found = self._triton.get(key)
         if found is None:
-            found = best_tiled(self, self.pair_analysis(producer, consumer).node)
+            program = consumer.graph.program if consumer.graph is not None else None
+            found = best_tiled(self, self.pair_analysis(producer, consumer).node, program)
             self._triton[key] = found
             self._index_pair(key)
+            if found.found:
+                # GetCache().Set(producer, consumer, ...): the pair's fused time from now on
+                self.set_fused_time(producer, consumer, found.runtime.exec_time)
         return found
 
     # -- operand bytes of a fused pair (GpuPerformanceModelBase helpers) ------------------

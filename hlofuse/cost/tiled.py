@@ -31,11 +31,13 @@ order (first dimension slowest), that Triton accepts — no tile of more than 2^
 a concatenate's tile along its dimension dividing every operand but the last — the fastest
 finite one, the first of equal ones.  None valid: "No valid tilings found."
 
-Where hlofuse is simpler (expected effect): tiles through a bitcast or reshape are mapped by
-element count, minor dimensions first, and the reshape constraints symbolic tiles carry are not
-derived (exact for the bitcasts that add or drop unit dimensions, which is what XLA's
-normalisation fusions hold); tile strides are taken as 1 (slices with strides are rare in
-these fusions).
+Where hlofuse is simpler (expected effect): a tile crosses a reshape or bitcast only as one
+contiguous run of elements per group of merged or split dimensions (what SymbolicTile's
+reshape constraints allow for the tiles tried here); tile strides are taken as 1 (slices with
+strides are rare in these fusions).  Not modelled: XLA's FusionDeduplicationCache, which gives
+structurally identical pairs the tiling found for the first of them (`x*x` and `x*y` of equal
+shapes share one, whichever PriorityFusion asked first in its user order, which the dumps do
+not record).
 """
 
 from __future__ import annotations
@@ -99,11 +101,14 @@ class TiledInstruction:
 
 @dataclass(frozen=True, slots=True)
 class Tiling:
-    """A tiled fusion: every distinct tile instruction of the fusion for one output tile."""
+    """A tiled fusion: every distinct tile instruction of the fusion for one output tile;
+    `propagated` is False when some tile could not be carried to an operand (the tiling is
+    then not valid)."""
 
     root: TiledInstruction
     instructions: tuple[TiledInstruction, ...]
     blocks: int
+    propagated: bool = True
 
 
 # ------------------------------------------------------------------------------------------
@@ -111,23 +116,102 @@ class Tiling:
 # ------------------------------------------------------------------------------------------
 
 
-def _reshape_tile(out_dims, out_tile, in_dims) -> tuple[int, ...]:
-    """The operand tile of a bitcast/reshape: as many elements, filling minor dimensions first."""
+def _reshape_groups(out_dims, in_dims) -> list[tuple[list[int], list[int]]] | None:
+    """The dimensions of a reshape's output and operand in groups of equal element counts
+    (major to minor); unit dimensions join a neighbouring group."""
+    groups: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(out_dims) and j < len(in_dims):
+        gi, gj = [i], [j]
+        pa, pb = out_dims[i], in_dims[j]
+        i, j = i + 1, j + 1
+        while pa != pb:
+            if pa < pb and i < len(out_dims):
+                pa *= out_dims[i]
+                gi.append(i)
+                i += 1
+            elif pb < pa and j < len(in_dims):
+                pb *= in_dims[j]
+                gj.append(j)
+                j += 1
+            else:
+                return None
+        groups.append((gi, gj))
+    if not groups:
+        return [(list(range(len(out_dims))), list(range(len(in_dims))))]
+    groups[-1][0].extend(range(i, len(out_dims)))
+    groups[-1][1].extend(range(j, len(in_dims)))
+    return groups
+
+
+def _reshape_tile(out_dims, out_tile, in_dims) -> tuple[int, ...] | None:
+    """The operand tile of a reshape (row-major, both sides): within each group of dimensions
+    with equal element counts the output tile must be one contiguous run of elements (the
+    dimensions minor to a partially tiled one whole, those major to it 1), and that run must
+    fill the operand's dimensions the same way; None when it cannot (SymbolicTile's reshape
+    constraints then rule the tiling out)."""
     if tuple(out_dims) == tuple(in_dims):
         return tuple(out_tile)
-    remaining = max(prod(out_tile) if out_tile else 1, 1)
+    groups = _reshape_groups(out_dims, in_dims)
+    if groups is None:
+        return None
     tile = [1] * len(in_dims)
-    for d in range(len(in_dims) - 1, -1, -1):
-        size = in_dims[d]
-        take = min(size, remaining)
-        tile[d] = max(take, 1)
-        remaining = max(remaining // max(size, 1), 1) if take == size else 1
+    for gi, gj in groups:
+        gi = [d for d in gi if out_dims[d] != 1]
+        gj = [d for d in gj if in_dims[d] != 1]
+        if len(gi) == 1 and len(gj) == 1:
+            # one dimension on each side, unit dimensions aside: the tile carries over
+            tile[gj[0]] = out_tile[gi[0]]
+            continue
+        run = 1
+        whole = True
+        for d in reversed(gi):
+            if whole:
+                run *= out_tile[d]
+                whole = out_tile[d] == out_dims[d]
+            elif out_tile[d] != 1:
+                return None
+        for d in reversed(gj):
+            size = in_dims[d]
+            if run >= size:
+                if run % size:
+                    return None
+                tile[d] = size
+                run //= size
+            else:
+                if size % run:
+                    return None
+                tile[d] = run
+                run = 1
+        if run != 1:
+            return None
     return tuple(tile)
+
+
+def _physical(shape, values) -> list[int]:
+    """`values` (one per logical dimension) in the shape's major-to-minor physical order."""
+    return [values[d] for d in reversed(shape.minor_to_major)]
+
+
+def _bitcast_tile(node: "Node", sizes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The operand tile of a bitcast or reshape: a reshape of the physical (layout) order."""
+    operand = node.operands[0].shape
+    shape = node.shape
+    if node.opcode == "reshape":
+        return _reshape_tile(shape.dims, sizes, operand.dims)
+    tile = _reshape_tile(_physical(shape, shape.dims), _physical(shape, sizes), _physical(operand, operand.dims))
+    if tile is None:
+        return None
+    out = [1] * operand.rank
+    for position, d in enumerate(reversed(operand.minor_to_major)):
+        out[d] = tile[position]
+    return tuple(out)
 
 
 def _operand_tiles(node: "Node", sizes: tuple[int, ...], offsets: tuple[int, ...]):
     """(operand, sizes, offsets, share of the blocks) for each operand read to compute a tile
-    of `node`; the share is a (numerator, denominator) pair."""
+    of `node`; the share is a (numerator, denominator) pair.  None when the tile cannot be
+    propagated (a reshape that would split it)."""
     op = node.opcode
     out = []
     if op == "broadcast":
@@ -164,7 +248,9 @@ def _operand_tiles(node: "Node", sizes: tuple[int, ...], offsets: tuple[int, ...
         out.append((operand, tuple(s), tuple(o), (1, 1)))
     elif op in ("bitcast", "reshape"):
         operand = node.operands[0]
-        tile = _reshape_tile(node.shape.dims, sizes, operand.shape.dims)
+        tile = _bitcast_tile(node, sizes)
+        if tile is None:
+            return None
         same = tuple(node.shape.dims) == tuple(operand.shape.dims)
         out.append((operand, tile, tuple(offsets) if same else (0,) * len(tile), (1, 1)))
     elif op == "slice":
@@ -215,6 +301,7 @@ def tile_fusion(fusion: "Node", sizes: tuple[int, ...]) -> Tiling:
     order: list[TiledInstruction] = []
     stack = [(root, tuple(sizes), (0,) * len(sizes), blocks, 0)]
     region_count = 0
+    propagated = True
     while stack:
         node, s, o, b, region = stack.pop()
         if node.opcode == "parameter":
@@ -229,7 +316,11 @@ def tile_fusion(fusion: "Node", sizes: tuple[int, ...]) -> Tiling:
             continue
         seen[key] = TiledInstruction(node, s, o, b, True)
         order.append(seen[key])
-        for operand, os_, oo, (num, den) in _operand_tiles(node, s, o):
+        operand_tiles = _operand_tiles(node, s, o)
+        if operand_tiles is None:
+            propagated = False
+            continue
+        for operand, os_, oo, (num, den) in operand_tiles:
             operand_region = region
             operand_blocks = b
             if node.opcode == "concatenate":
@@ -237,8 +328,7 @@ def tile_fusion(fusion: "Node", sizes: tuple[int, ...]) -> Tiling:
                 operand_region = region_count
                 operand_blocks = b * num // den
             stack.append((operand, os_, oo, operand_blocks, operand_region))
-    root_tile = order[0]
-    return Tiling(root_tile, tuple(order), blocks)
+    return Tiling(order[0], tuple(order), blocks, propagated)
 
 
 # ------------------------------------------------------------------------------------------
@@ -247,11 +337,12 @@ def tile_fusion(fusion: "Node", sizes: tuple[int, ...]) -> Tiling:
 
 
 def satisfies_constraints(tiling: Tiling) -> bool:
-    """TritonEmitterConstraints::ParametersSatisfyConstraints, for the constraints hlofuse
-    derives: no padded tile above 2^20 elements, a grid within the device's limit, and a
-    concatenate's padded tile along its dimension dividing every operand but the last (the
-    emitter masks the last operand's tail; the others must end on tile boundaries)."""
-    if tiling.blocks >= _GRID_LIMIT:
+    """SymbolicTileAnalysis::ParametersSatisfyConstraints, for the constraints hlofuse derives:
+    every reshape keeps each tile one contiguous run (the symbolic tiles' constraints), no
+    padded tile above 2^20 elements, a grid within the device's limit, and a concatenate's
+    padded tile along its dimension dividing every operand but the last (the emitter masks the
+    last operand's tail; the others must end on tile boundaries)."""
+    if not tiling.propagated or tiling.blocks >= _GRID_LIMIT:
         return False
     for inst in tiling.instructions:
         if padded_size(inst.sizes) > MAX_TENSOR_ELEMENTS:
@@ -265,8 +356,9 @@ def satisfies_constraints(tiling: Tiling) -> bool:
     return True
 
 
-def flops_per_element(model: "GpuPerformanceModel", node: "Node") -> int:
-    """GpuPerformanceModelWithIndexingAnalysis::FlopsPerElement."""
+def flops_per_element(model: "GpuPerformanceModel", node: "Node", program=None) -> int:
+    """GpuPerformanceModelWithIndexingAnalysis::FlopsPerElement; `program` holds the reducers
+    (a pair's scratch fusion lives in a program of its own)."""
     op = node.opcode
     if op in _INDEXING_ONLY:
         return 0
@@ -279,8 +371,17 @@ def flops_per_element(model: "GpuPerformanceModel", node: "Node") -> int:
         # (reduced elements - 1) applications of the reducer: at 5a9e73cb the reduced size is
         # not padded to a power of two (later XLA pads it)
         reduced = prod(node.operands[0].shape.dims[d] for d in attributes.dimensions(node))
-        return int((reduced - 1) * model.cost._computation_flops(node))
+        name = (node.attr("to_apply") or "").strip().lstrip("%")
+        reducer = program.graphs.get(name) if program is not None else None
+        per_step = sum(flops_per_element(model, inner, program) for inner in reducer.nodes()) if reducer else 0
+        return int((reduced - 1) * per_step)
     return 0
+
+
+def _program_of(fusion: "Node"):
+    """The program a (real) fusion belongs to."""
+    graph = fusion.graph
+    return graph.program if graph is not None else None
 
 
 def bandwidth_rate(node: "Node", sizes: tuple[int, ...]) -> float:
@@ -317,8 +418,10 @@ def fits_in_registers(model: "GpuPerformanceModel", tiling: Tiling) -> bool:
                if not t.inside or t.node.opcode == "iota")
 
 
-def estimate_tiling(model: "GpuPerformanceModel", fusion: "Node", tiling: Tiling, warps: int) -> "RunTime":
-    """EstimateRunTimeForTiledHloComputation for a tiled fusion run with `warps` warps."""
+def estimate_tiling(model: "GpuPerformanceModel", fusion: "Node", tiling: Tiling, warps: int,
+                    program=None) -> "RunTime":
+    """EstimateRunTimeForTiledHloComputation for a tiled fusion run with `warps` warps;
+    `program` holds the reducers (default: the fusion's own)."""
     from .analysis import shape_size
     from .fusion_analysis import LaunchDimensions
     from .model import RunTime, combine, compute_time, read_time
@@ -328,9 +431,10 @@ def estimate_tiling(model: "GpuPerformanceModel", fusion: "Node", tiling: Tiling
         return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
     flops = 0
     reads: dict[int, list] = {}
+    program = program or _program_of(fusion)
     for inst in tiling.instructions:
         if inst.inside:
-            flops += flops_per_element(model, inst.node) * inst.blocks * padded_size(inst.sizes)
+            flops += flops_per_element(model, inst.node, program) * inst.blocks * padded_size(inst.sizes)
             continue
         node = inst.node
         elements = inst.blocks
@@ -364,6 +468,8 @@ def estimate_tiled(model: "GpuPerformanceModel", fusion: "Node", sizes: tuple[in
     if untileable_reason(fusion) is not None:
         return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
     tiling = tile_fusion(fusion, tuple(sizes))
+    if not tiling.propagated:
+        return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
     return estimate_tiling(model, fusion, tiling, warps or num_warps(tiling))
 
 
@@ -417,8 +523,9 @@ class BestTiling:
         return self.reason is None
 
 
-def best_tiled(model: "GpuPerformanceModel", fusion: "Node") -> BestTiling:
-    """TryFindBestTilingForFusion: the fastest valid tiling of `fusion`."""
+def best_tiled(model: "GpuPerformanceModel", fusion: "Node", program=None) -> BestTiling:
+    """TryFindBestTilingForFusion: the fastest valid tiling of `fusion` (a pair's scratch
+    fusion: `program` is the replayed program, which holds the reducers)."""
     from .model import RunTime
 
     infinite = RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
@@ -431,7 +538,7 @@ def best_tiled(model: "GpuPerformanceModel", fusion: "Node") -> BestTiling:
         if not satisfies_constraints(tiling):
             continue
         warps = num_warps(tiling)
-        runtime = estimate_tiling(model, fusion, tiling, warps)
+        runtime = estimate_tiling(model, fusion, tiling, warps, program)
         if runtime.is_infinite:
             continue
         if best is None or runtime.exec_time < best.runtime.exec_time:
