@@ -260,13 +260,10 @@ def _operand_tiles(node: "Node", sizes: tuple[int, ...], offsets: tuple[int, ...
     elif op == "concatenate":
         dim = (attributes.dimensions(node) or (0,))[0]
         total = node.shape.dims[dim]
-        start = 0
         for operand in node.operands:
-            size = operand.shape.dims[dim]
-            o = list(offsets)
-            o[dim] -= start
-            out.append((operand, tuple(sizes), tuple(o), (size, total)))
-            start += size
+            # each operand is a region of its own (tiles dedup within it): its tiles are
+            # placed relative to the region's origin, as the output's are
+            out.append((operand, tuple(sizes), tuple(offsets), (operand.shape.dims[dim], total)))
     else:  # elementwise
         for operand in node.operands:
             rank = operand.shape.rank
