@@ -23,9 +23,10 @@ logs in `*.priority_fusion_dump.txt` are recorded too (`ctx.cache["priority_fusi
 
 Differences from XLA (and their effect): instructions created by earlier passes keep text
 order as their unique ids (XLA's in-memory ids are not in the dump): ties between equal
-priorities may break differently, which changes fusion *names*, rarely groupings; generic
-Triton fusions use the analytical cost model and are assumed tileable (their grouping
-follows XLA; see hlofuse/rules/priority_fusion.py); compiler fuel is not modelled.
+priorities may break differently, which changes fusion *names*, rarely groupings; users keep
+text order too, which matters for Triton pairs XLA's FusionDeduplicationCache would make share
+a tiling (not modelled: each pair is tiled on its own, hlofuse/cost/tiled.py); compiler fuel is
+not modelled.
 """
 
 from __future__ import annotations
