@@ -43,8 +43,9 @@ not record).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .. import attributes
 from ..gpu.properties import is_elementwise
@@ -75,19 +76,17 @@ NO_VALID_TILINGS = "No valid tilings found."
 
 
 def _pow2(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
+    """llvm::PowerOf2Ceil for n >= 1."""
+    return 1 << (n - 1).bit_length() if n > 1 else 1
 
 
-def padded_size(sizes) -> int:
+@lru_cache(maxsize=65536)
+def padded_size(sizes: tuple[int, ...]) -> int:
     """GetPaddedTileSize: elements of the tile with each size rounded up to a power of two."""
-    return prod(_pow2(max(s, 1)) for s in sizes) if sizes else 1
+    return prod(_pow2(s) for s in sizes) if sizes else 1
 
 
-@dataclass(frozen=True, slots=True)
-class TiledInstruction:
+class TiledInstruction(NamedTuple):
     """One TiledHloInstruction: `node` computed (or, for a fusion operand, read) on a tile of
     `sizes` by `blocks` blocks.  `offsets` is the tile's static offset from the output tile's
     origin: two reads of one operand with equal sizes and offsets are one read."""
@@ -99,8 +98,7 @@ class TiledInstruction:
     inside: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Tiling:
+class Tiling(NamedTuple):
     """A tiled fusion: every distinct tile instruction of the fusion for one output tile;
     `propagated` is False when some tile could not be carried to an operand (the tiling is
     then not valid)."""
@@ -296,8 +294,7 @@ def tile_fusion(fusion: "Node", sizes: tuple[int, ...]) -> Tiling:
     blocks = prod(-(-d // max(t, 1)) for d, t in zip(dims, sizes)) if dims else 1
     seen: dict[tuple, TiledInstruction] = {}
     order: list[TiledInstruction] = []
-    stack = [(root, tuple(sizes), (0,) * len(sizes), blocks, 0)]
-    region_count = 0
+    stack = [(root, tuple(sizes), (0,) * len(sizes), blocks, ())]
     propagated = True
     while stack:
         node, s, o, b, region = stack.pop()
@@ -317,15 +314,124 @@ def tile_fusion(fusion: "Node", sizes: tuple[int, ...]) -> Tiling:
         if operand_tiles is None:
             propagated = False
             continue
-        for operand, os_, oo, (num, den) in operand_tiles:
-            operand_region = region
-            operand_blocks = b
+        for i, (operand, os_, oo, share) in enumerate(operand_tiles):
             if node.opcode == "concatenate":
-                region_count += 1
-                operand_region = region_count
-                operand_blocks = b * num // den
-            stack.append((operand, os_, oo, operand_blocks, operand_region))
+                stack.append((operand, os_, oo, b * share[0] // share[1], region + ((i, *share),)))
+            else:
+                stack.append((operand, os_, oo, b, region))
     return Tiling(order[0], tuple(order), blocks, propagated)
+
+
+class _SymbolicFusion:
+    """The tile propagation of a fusion done once for every output tile of a search: each tile
+    size is an atom — a constant, `("r", k)` (the output tile's dimension k) or `("x", j, d)`
+    (dimension d of what reshape site j makes of its input) — and a tiling is then evaluated
+    by substituting the candidate's sizes, site by site.  It finds exactly the instructions
+    `tile_fusion` finds (tiles equal by value are merged after substitution)."""
+
+    def __init__(self, fusion: "Node"):
+        self.fusion = fusion
+        root = fusion.fused.root
+        self.root = root
+        rank = root.shape.rank
+        # atoms become slots of one list per tiling: constants filled once, the output tile's
+        # sizes and the reshape sites' results per tiling
+        self._slots: dict = {}
+        self._base: list[int] = []
+        self._root_slots = [self._slot(("r", k)) for k in range(rank)]
+        start = (root, tuple(("r", k) for k in range(rank)), (0,) * rank, ())
+        sites: list[tuple["Node", tuple]] = []
+        instances: list[tuple["Node", tuple, tuple, tuple, bool]] = []
+        seen = set()
+        stack = [start]
+        while stack:
+            node, expr, o, region = stack.pop()
+            key = (node.uid, expr, o, region)
+            if key in seen:
+                continue
+            seen.add(key)
+            if node.opcode == "parameter":
+                instances.append((fusion.operands[node.parameter_number], expr, o, region, False))
+                continue
+            instances.append((node, expr, o, region, True))
+            if node.opcode in ("bitcast", "reshape") and not _same_layout(node):
+                operand = node.operands[0]
+                j = len(sites)
+                sites.append((node, expr))
+                stack.append((operand, tuple(("x", j, d) for d in range(operand.shape.rank)),
+                              (0,) * operand.shape.rank, region))
+                continue
+            concat = node.opcode == "concatenate"
+            for i, (operand, os_, oo, share) in enumerate(_operand_tiles(node, expr, o)):
+                stack.append((operand, os_, oo, region + ((i, *share),) if concat else region))
+        self._sites = [(node, tuple(self._slot(a) for a in expr),
+                        [self._slot(("x", j, d)) for d in range(node.operands[0].shape.rank)])
+                       for j, (node, expr) in enumerate(sites)]
+        self._instances = [(node, tuple(self._slot(a) for a in expr), o, region, inside)
+                           for node, expr, o, region, inside in instances]
+        self._site_memo: dict = {}
+
+    def _slot(self, atom) -> int:
+        slot = self._slots.get(atom)
+        if slot is None:
+            slot = self._slots[atom] = len(self._base)
+            self._base.append(atom if type(atom) is int else 0)
+        return slot
+
+    def tiling(self, sizes: tuple[int, ...]) -> Tiling:
+        """The concrete tiling for output tile `sizes` (as `tile_fusion` gives it)."""
+        root = self.root
+        dims = root.shape.dims
+        blocks = prod(-(-d // max(t, 1)) for d, t in zip(dims, sizes)) if dims else 1
+        values = list(self._base)
+        for slot, size in zip(self._root_slots, sizes):
+            values[slot] = size
+        top = TiledInstruction(root, tuple(sizes), (0,) * len(sizes), blocks, True)
+        memo = self._site_memo
+        for j, (node, in_slots, out_slots) in enumerate(self._sites):
+            tile_in = tuple(map(values.__getitem__, in_slots))
+            tile = memo.get((j, tile_in), memo)
+            if tile is memo:
+                tile = memo[(j, tile_in)] = _bitcast_tile(node, tile_in)
+            if tile is None:
+                return Tiling(top, (), blocks, False)
+            for slot, size in zip(out_slots, tile):
+                values[slot] = size
+        get = values.__getitem__
+        seen = {(root.uid, top.sizes, top.offsets, ())}
+        order = [top]
+        region_blocks: dict = {}
+        for node, slots, o, region, inside in self._instances:
+            tile = tuple(map(get, slots))
+            key = (node.uid, tile, o, region)
+            if key in seen:
+                continue
+            seen.add(key)
+            if region:
+                b = region_blocks.get(region)
+                if b is None:
+                    b = region_blocks[region] = _region_blocks(blocks, region)
+            else:
+                b = blocks
+            order.append(TiledInstruction(node, tile, o, b, inside))
+        return Tiling(top, tuple(order), blocks, True)
+
+
+def _same_layout(node: "Node") -> bool:
+    """A bitcast or reshape that leaves the tile as it is (same dimensions, same layout)."""
+    operand = node.operands[0].shape
+    shape = node.shape
+    if tuple(operand.dims) != tuple(shape.dims):
+        return False
+    return node.opcode == "reshape" or operand.minor_to_major == shape.minor_to_major
+
+
+def _region_blocks(blocks: int, region) -> int:
+    """GetNumBlocksForRegion, region by region: the share of the blocks on each operand (a
+    region is the path of concatenate operands taken: (operand index, its size, the total))."""
+    for _, size, total in region:
+        blocks = blocks * size // total
+    return blocks
 
 
 # ------------------------------------------------------------------------------------------
@@ -416,9 +522,10 @@ def fits_in_registers(model: "GpuPerformanceModel", tiling: Tiling) -> bool:
 
 
 def estimate_tiling(model: "GpuPerformanceModel", fusion: "Node", tiling: Tiling, warps: int,
-                    program=None) -> "RunTime":
+                    program=None, memo: dict | None = None) -> "RunTime":
     """EstimateRunTimeForTiledHloComputation for a tiled fusion run with `warps` warps;
-    `program` holds the reducers (default: the fusion's own)."""
+    `program` holds the reducers (default: the fusion's own); `memo` keeps per-instruction
+    figures across the tilings of one search."""
     from .analysis import shape_size
     from .fusion_analysis import LaunchDimensions
     from .model import RunTime, combine, compute_time, read_time
@@ -426,21 +533,32 @@ def estimate_tiling(model: "GpuPerformanceModel", fusion: "Node", tiling: Tiling
     device = model.device
     if not fits_in_registers(model, tiling):
         return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
+    if memo is None:
+        memo = {}
     flops = 0
     reads: dict[int, list] = {}
     program = program or _program_of(fusion)
     for inst in tiling.instructions:
-        if inst.inside:
-            flops += flops_per_element(model, inst.node, program) * inst.blocks * padded_size(inst.sizes)
-            continue
         node = inst.node
-        elements = inst.blocks
-        for tile, size in zip(inst.sizes, node.shape.dims):
-            elements *= min(tile, size)
-        nbytes = byte_width(node.shape.element_type) * elements
-        entry = reads.setdefault(node.uid, [node, 0, 1.0])
-        entry[1] += nbytes
-        entry[2] = min(entry[2], bandwidth_rate(node, inst.sizes))
+        if inst.inside:
+            per_element = memo.get(node.uid)
+            if per_element is None:
+                per_element = memo[node.uid] = flops_per_element(model, node, program)
+            if per_element:
+                flops += per_element * inst.blocks * padded_size(inst.sizes)
+            continue
+        key = (node.uid, inst.sizes)
+        found = memo.get(key)
+        if found is None:
+            elements = 1
+            for tile, size in zip(inst.sizes, node.shape.dims):
+                elements *= min(tile, size)
+            found = memo[key] = (byte_width(node.shape.element_type) * elements, bandwidth_rate(node, inst.sizes))
+        entry = reads.get(node.uid)
+        if entry is None:
+            entry = reads[node.uid] = [node, 0, 1.0]
+        entry[1] += found[0] * inst.blocks
+        entry[2] = min(entry[2], found[1])
     read = 0
     bytes_read = 0
     for node, total, rate in reads.values():
@@ -530,12 +648,17 @@ def best_tiled(model: "GpuPerformanceModel", fusion: "Node", program=None) -> Be
     if reason is not None:
         return BestTiling(infinite, (), 1, reason)
     best: BestTiling | None = None
+    limit = _REGISTER_FRACTION * model.device.registers_per_block_limit
+    symbolic = _SymbolicFusion(fusion)
+    costs: dict = {}
     for sizes in candidate_tiles(fusion.fused.root.shape.dims):
-        tiling = tile_fusion(fusion, sizes)
+        if padded_size(sizes) > limit:
+            continue  # the output tile alone would spill: infinite (DoesComputationFitInRegisters)
+        tiling = symbolic.tiling(sizes)
         if not satisfies_constraints(tiling):
             continue
         warps = num_warps(tiling)
-        runtime = estimate_tiling(model, fusion, tiling, warps, program)
+        runtime = estimate_tiling(model, fusion, tiling, warps, program, costs)
         if runtime.is_infinite:
             continue
         if best is None or runtime.exec_time < best.runtime.exec_time:
