@@ -337,3 +337,35 @@ def test_bitcast_users_are_priced_without_a_tiling():
     assert fused.launch.emitter == "triton"
     times = model.run_times(producer, producer.users)
     assert abs(times.fused_us - step.us_fused) < 0.001 and abs(times.unfused_us - step.us_unfused) < 0.001
+
+
+@pytest.mark.parametrize("folder", ["layer_norm_grad_h100", "layer_norm_matmul_h100", "softmax_concat_h100"])
+def test_the_search_tiles_as_tile_fusion_does(folder):
+    """The search propagates tiles once, with symbols for the output tile's sizes: for every
+    candidate of every Triton pair of these programs it finds the instructions, tiles, blocks
+    and validity `tile_fusion` finds one candidate at a time."""
+    from hlofuse.rules.priority_fusion import is_pf_fusible
+
+    _, _, log_path = _files(folder)
+    program = Program.from_module(hlofuse.loads(xla_log.load(log_path).module_before_fusion))
+    model = GpuPerformanceModel(load_gpu(_gpu(folder)))
+    compared = 0
+    for graph in program.graphs.values():
+        for producer in graph.nodes():
+            for consumer in producer.users:
+                if not (is_pf_fusible(producer) and is_pf_fusible(consumer)):
+                    continue
+                analysis = model.pair_analysis(producer, consumer)
+                if analysis.backend_kind != "__triton" or tiled.untileable_reason(analysis.node):
+                    continue
+                fusion = analysis.node
+                symbolic = tiled._SymbolicFusion(fusion)
+                for sizes in tiled.candidate_tiles(fusion.fused.root.shape.dims):
+                    one, other = tiled.tile_fusion(fusion, sizes), symbolic.tiling(sizes)
+                    assert one.propagated == other.propagated
+                    if one.propagated:
+                        assert one.root == other.root
+                        assert sorted((t.node.uid, t.sizes, t.offsets, t.blocks, t.inside) for t in one.instructions) \
+                            == sorted((t.node.uid, t.sizes, t.offsets, t.blocks, t.inside) for t in other.instructions)
+                    compared += 1
+    assert compared > 100
