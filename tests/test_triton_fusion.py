@@ -1,6 +1,6 @@
 """Generic Triton fusions in PriorityFusion (XLA 5a9e73cb, jaxlib 0.10.2): what Triton can emit
 (hlofuse/gpu/triton_support.py), how XLA tiles a Triton fusion and prices a tiling
-(hlofuse/cost/tiled.py), and the replay against real XLA on the dumps of
+(hlofuse/cost/tiling.py, tiled.py), and the replay against real XLA on the dumps of
 tests/data/jax-0.10.2-triton (normalisations growing through LayerNorm forward and backward,
 into concatenates, and staying out of them when the tiling is slow)."""
 
@@ -15,7 +15,7 @@ import hlofuse
 from hlofuse import xla_log
 from hlofuse.attributes import backend_config
 from hlofuse.check import check
-from hlofuse.cost import GpuPerformanceModel, tiled
+from hlofuse.cost import GpuPerformanceModel, tiled, tiling
 from hlofuse.cost import durations as dur
 from hlofuse.device import load_gpu
 from hlofuse.dumpdir import choose_module, fusion_snapshot, priority_fusion_log, scan
@@ -199,9 +199,9 @@ def test_triton_support_at_5a9e73cb(name, reason):
 def test_candidate_tiles_are_xlas_tiling_space():
     """Powers of two below each dimension and the dimension itself: 2 x 7 x 9 = 126 tilings for
     f32[2,64,256], the count XLA's TryFindTopKBestTilingsForFusion logs for such a fusion."""
-    tiles = tiled.candidate_tiles((2, 64, 256))
+    tiles = tiling.candidate_tiles((2, 64, 256))
     assert len(tiles) == 126 and tiles[0] == (1, 1, 1) and tiles[-1] == (2, 64, 256)
-    assert tiled.candidate_tiles((37, 1000))[:2] == [(1, 1), (1, 2)] and (37, 1000) in tiled.candidate_tiles((37, 1000))
+    assert tiling.candidate_tiles((37, 1000))[:2] == [(1, 1), (1, 2)] and (37, 1000) in tiling.candidate_tiles((37, 1000))
 
 
 @pytest.mark.parametrize("out_dims, tile, in_dims, expected", [
@@ -214,7 +214,7 @@ def test_candidate_tiles_are_xlas_tiling_space():
     ((37,), (2,), (37, 1), (2, 1)),
 ])
 def test_a_tile_crosses_a_reshape_as_one_contiguous_run(out_dims, tile, in_dims, expected):
-    assert tiled._reshape_tile(out_dims, tile, in_dims) == expected
+    assert tiling.reshape_tile(out_dims, tile, in_dims) == expected
 
 
 _CONCAT = """
@@ -251,8 +251,8 @@ def test_a_concatenate_tile_divides_every_operand_but_the_last(cols, widest):
     to 8); the last one's tail is masked (64 need not be divisible by 256)."""
     program = Program.from_module(hlofuse.loads(_concat(cols)))
     fusion = program.entry.get("f")
-    valid = [t for t in tiled.candidate_tiles(fusion.shape.dims)
-             if tiled.satisfies_constraints(tiled.tile_fusion(fusion, t))]
+    valid = [t for t in tiling.candidate_tiles(fusion.shape.dims)
+             if tiling.satisfies_constraints(tiling.tile_fusion(fusion, t))]
     assert max(t[1] for t in valid) == widest
 
 
@@ -279,7 +279,7 @@ ENTRY e {
     fusion, x = program.entry.get("f"), program.entry.get("x")
 
     def x_tiles(tile):
-        return sorted(t.sizes for t in tiled.tile_fusion(fusion, tile).instructions if t.node is x)
+        return sorted(t.sizes for t in tiling.tile_fusion(fusion, tile).instructions if t.node is x)
 
     assert x_tiles((2, 256)) == [(2, 256), (2, 768)]
     assert x_tiles((2, 768)) == [(2, 768)]
@@ -356,12 +356,12 @@ def test_the_search_tiles_as_tile_fusion_does(folder):
                 if not (is_pf_fusible(producer) and is_pf_fusible(consumer)):
                     continue
                 analysis = model.pair_analysis(producer, consumer)
-                if analysis.backend_kind != "__triton" or tiled.untileable_reason(analysis.node):
+                if analysis.backend_kind != "__triton" or tiling.untileable_reason(analysis.node):
                     continue
                 fusion = analysis.node
-                symbolic = tiled._SymbolicFusion(fusion)
-                for sizes in tiled.candidate_tiles(fusion.fused.root.shape.dims):
-                    one, other = tiled.tile_fusion(fusion, sizes), symbolic.tiling(sizes)
+                symbolic = tiling.SymbolicTiling(fusion)
+                for sizes in tiling.candidate_tiles(fusion.fused.root.shape.dims):
+                    one, other = tiling.tile_fusion(fusion, sizes), symbolic.tiling(sizes)
                     assert one.propagated == other.propagated
                     if one.propagated:
                         assert one.root == other.root

@@ -6,7 +6,7 @@ generic Triton fusion (CanFuseTriton's IsTritonSupported); the first refusal is 
 word for word (every string below is in jaxlib 0.10.2's CUDA plugin).  At this commit a
 concatenate is supported anywhere (it used to be only inside nested GEMM fusions), so a Triton
 normalisation fusion can grow into a concatenate that reads it; pads are accepted here but
-SymbolicTileAnalysis then refuses to tile them outside GEMM fusions (hlofuse/cost/tiled.py).
+SymbolicTileAnalysis then refuses to tile them outside GEMM fusions (hlofuse/cost/tiling.py).
 
 The element-type tables follow support.cc's TritonSupported{Unary,Binary,Ternary}ElementwiseOps;
 the type of an elementwise op is that of its last operand (so `compare` and `select`, whose

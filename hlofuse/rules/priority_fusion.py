@@ -284,7 +284,7 @@ def triton_not_tileable(c: Candidate):
 
     What it checks: after Triton's support check and the parameter limit, XLA searches the
     output tiles of the fused computation (TryFindBestTilingForFusion over
-    SymbolicTileAnalysis::GetValidTilings, hlofuse/cost/tiled.py) and refuses the pair when
+    SymbolicTileAnalysis::GetValidTilings, hlofuse/cost/tiling.py, tiled.py) and refuses the pair when
     none is valid: every candidate has a tile of more than 2^20 elements, a concatenate tile
     that straddles two operands, or an output, operand or iota tile too large for 40% of a
     block's registers (its run time is then infinite) — or the analysis bails out on an
