@@ -9,12 +9,15 @@
     model.py            GpuPerformanceModel: run time of a kernel alone and with a producer
                         fused in, with launch overhead; priority = time unfused - time fused
     durations.py        absl::Duration ticks and float32 emulation, so ties break as in XLA
+    tiling.py           how a generic Triton fusion is tiled: tiles per instruction, valid tiles
+    tiled.py            the tiled cost of a Triton fusion and the search for its best tile
     legacy.py           (the 2024 formulas FusionMerger used; owned by the legacy pipeline)
 
 Entry point: `GpuPerformanceModel(device)` (`hlofuse.device.load_gpu(name)` gives a device).
 How close it is to XLA: the µs figures XLA logs in `*.priority_fusion_dump.txt` are reproduced
 to within a few quarter-nanosecond ticks for loop, reduction (row, multi-row, column, small
-column), transpose and in-place dynamic-update-slice kernels (tests/test_cost_*.py).  Where the
+column), transpose and in-place dynamic-update-slice kernels (tests/test_cost_*.py), and for
+generic Triton fusions and pairs (tests/test_triton_fusion.py).  Where the
 model simplifies XLA, the module that does it says so and what the effect is.
 """
 

@@ -531,9 +531,9 @@ def _triton_launch(a: FusionAnalysis) -> LaunchDimensions | None:
         return None
     sizes = [int(s) for s in (tiles[0].get("sizes") or [])]
     shape = _first_array_shape(a.roots[0].shape)
-    if len(sizes) != shape.rank:
-        return None
     blocks = 1
+    # zipped as XLA zips them: a pair whose root has another rank than the Triton side's
+    # tile (its bitcast user) is counted over the shorter of the two
     for dim, tile in zip(shape.dims, sizes):
         blocks *= -(-dim // max(tile, 1))
     warps = int(block.get("num_warps") or 4)

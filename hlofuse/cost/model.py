@@ -36,7 +36,7 @@ from .durations import f32
 from .fusion_analysis import TRITON, FusionAnalysis, LaunchDimensions, analyse, analyse_producer_consumer, \
     launch_dimensions
 from .profiles import profile_for
-from .tiled import best_tiled, estimate_tiled, triton_tiling
+from .tiled import BestTiling, best_tiled, estimate_tiled, triton_tiling
 
 #: kKernelLaunchOverhead: 1 µs per kernel.
 KERNEL_LAUNCH_OVERHEAD = dur.from_microseconds(1.0)
@@ -263,7 +263,7 @@ class GpuPerformanceModel:
             tiling = triton_tiling(node)
             if tiling is not None:
                 return estimate_tiled(self, node, tiling[0], tiling[1])
-            return best_tiled(self, node)[0]
+            return best_tiled(self, node).runtime
         cost = self.cost
         device = self.device
         flops = cost.flop_count(node)
@@ -310,8 +310,12 @@ class GpuPerformanceModel:
                 utilization = f32(utilization + cost.operand_utilization(consumer, i))
         analysis = self.pair_analysis(producer, consumer)
         if analysis.kind == TRITON and analysis.backend_kind == "__triton":
-            # CanFuseTriton stores the best tiling's time as the pair's fused time
-            return self.triton_tiling(producer, consumer)[0]
+            # CanFuseTriton stores the best tiling's time as the pair's fused time; a pair
+            # PriorityFusion never asked CanFuse about (a bitcast user) is priced by the
+            # formulas below, on the producer's tiled flops and the Triton launch grid
+            found = self._triton.get((producer.uid, consumer.uid))
+            if found is not None and found.found:
+                return found.runtime
         launch = launch_dimensions(analysis)
         flops = int(f32(f32(p_rt.flops * utilization) + c_rt.flops))
         compute = compute_time(device, flops, launch.blocks, launch.threads_per_block)
@@ -334,14 +338,18 @@ class GpuPerformanceModel:
         return RunTime(flops, read_bytes, written, read, write, compute, combine(compute, read + write),
                        launch, coalesced)
 
-    def triton_tiling(self, producer: Node, consumer: Node) -> tuple[RunTime, tuple[int, ...], int]:
-        """The best tiling found for a Triton producer+consumer fusion: (time, tile, warps)."""
+    def triton_tiling(self, producer: Node, consumer: Node) -> BestTiling:
+        """The best tiling found for a Triton producer+consumer fusion (or why there is none)."""
         key = (producer.uid, consumer.uid)
         found = self._triton.get(key)
         if found is None:
-            found = best_tiled(self, self.pair_analysis(producer, consumer).node)
+            program = consumer.graph.program if consumer.graph is not None else None
+            found = best_tiled(self, self.pair_analysis(producer, consumer).node, program)
             self._triton[key] = found
             self._index_pair(key)
+            if found.found:
+                # GetCache().Set(producer, consumer, ...): the pair's fused time from now on
+                self.set_fused_time(producer, consumer, found.runtime.exec_time)
         return found
 
     # -- operand bytes of a fused pair (GpuPerformanceModelBase helpers) ------------------

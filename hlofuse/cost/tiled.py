@@ -1,27 +1,33 @@
-"""A tile-level estimate for generic Triton fusions (approximating XLA's
-GpuPerformanceModelWithIndexingAnalysis, xla/service/gpu/model/gpu_indexing_performance_model.cc).
+"""XLA's tile-level cost of a generic Triton fusion and its search for the best tiling
+(GpuPerformanceModelWithIndexingAnalysis, xla/service/gpu/model/gpu_indexing_performance_model.cc,
+at XLA 5a9e73cb; how a fusion is tiled is in tiling.py).
 
-XLA costs a generic Triton fusion (`"kind":"__triton"`, the softmax/normalisation fusions XLA:GPU
-forms on Ampere and later) by tiles: one block per output tile; each block computes its tile of
-every instruction (flops counted on tiles padded to powers of two) and reads its tile of every
-operand (an operand read by every block, such as a broadcast scale vector, is read once per
-block and the re-reads come from cache).  For a Triton fusion about to absorb a producer or
-consumer, XLA searches all valid tilings (SymbolicTileAnalysis) for the fastest.
+A generic Triton fusion (`"kind":"__triton"`, the normalisation fusions XLA:GPU forms on Ampere
+and later) runs one block per tile of its output.  The run time of a tiling
+(EstimateRunTimeForTiledHloComputation):
+  * flops: every instruction inside, per element of its tile padded to powers of two, times the
+    blocks computing it (FlopsPerElement: indexing ops cost nothing, a reduction
+    `(reduced size - 1)` applications of its reducer, a concatenate 6 or 400);
+  * reads: every tile of an operand of the fusion, the part inside the array (masked padding is
+    not read), times the blocks; the first read of each operand comes from DRAM, re-reads from
+    L2/L1 (ReadTimeWithDRAMHeuristic), at the bandwidth the tile's contiguous bytes use of
+    64-byte DRAM transactions (BandwidthUtilizationRateHeuristicForTiledMemoryAccess);
+  * writes: the output, at the bandwidth its tile uses;
+  * compute on `blocks` blocks of `num_warps` warps (1, 2, 4 or 8 by the largest tile), combined
+    with memory time as for every kernel; infinite when an output, operand or iota tile holds
+    more than 40% of a block's registers (DoesComputationFitInRegisters: it would spill).
 
-What hlofuse does instead (expected effect):
-  * tiles are propagated from the output tile to operands with simple per-opcode rules
-    (elementwise: same tile; broadcast: the kept dimensions; reduce: reduced dimensions whole;
-    transpose: permuted; bitcast/reshape: the same number of elements, minor dimensions first)
-    instead of symbolic tile analysis — exact for the softmax/normalisation shapes XLA makes;
-  * a pair's tiling is searched among tiles that keep the minor dimension whole and take a
-    power of two of the next one (what XLA picks for row-wise fusions), not all valid tilings;
-  * all memory accesses count as coalesced.
-The times are close to XLA's on the Triton pairs of the sample dumps (a few tens of
-nanoseconds), which is enough: priorities of Triton pairs are dominated by launch overhead.
+The search (TryFindBestTilingForFusion): every valid output tile, in order (first dimension
+slowest); the fastest finite one, the first of equal ones.  None: "No valid tilings found."
+
+Not modelled: XLA's FusionDeduplicationCache, which gives structurally identical pairs the
+tiling found for the first of them (`x*x` and `x*y` of equal shapes share one, whichever
+PriorityFusion asked first in its user order, which the dumps do not record).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import prod
 from typing import TYPE_CHECKING
 
@@ -29,159 +35,162 @@ from .. import attributes
 from ..gpu.properties import is_elementwise
 from ..gpu.shapes import byte_width
 from . import durations as dur
-from .durations import f32
+from .tiling import Tiling, SymbolicTiling, candidate_tiles, padded_size, satisfies_constraints, tile_fusion, \
+    untileable_reason
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..graph import Node
     from .model import GpuPerformanceModel, RunTime
 
-#: DoesTileFitsInRegisters: 40% of a block's registers hold tiles.
+#: DoesTileFitInRegisters: 40% of a block's registers hold tiles.
 _REGISTER_FRACTION = 0.4
+#: se::DeviceDescription::dram_to_l2_transaction_size_bytes() on CUDA devices.
+_DRAM_TRANSACTION_BYTES = 64
+#: GpuPerformanceModelWithIndexingAnalysis::FlopsPerElement: instructions that only index.
 _INDEXING_ONLY = frozenset({"bitcast", "broadcast", "constant", "dynamic-slice", "dynamic-update-slice",
-                            "gather", "iota", "pad", "parameter", "slice", "transpose", "tuple", "reshape"})
+                            "gather", "iota", "pad", "parameter", "slice", "transpose", "tuple"})
+
+#: XLA's reason when no tiling is valid (GetTiledRunTimeDataCached wraps it).
+NO_VALID_TILINGS = "No valid tilings found."
 
 
-def _pow2(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
+# ------------------------------------------------------------------------------------------
+# Cost
+# ------------------------------------------------------------------------------------------
 
 
-def _padded(tile) -> int:
-    return prod(_pow2(max(t, 1)) for t in tile) if tile else 1
-
-
-def _reshape_tile(out_dims, out_tile, in_dims) -> tuple[int, ...]:
-    """The operand tile of a bitcast/reshape: as many elements, filling minor dimensions first."""
-    if tuple(out_dims) == tuple(in_dims):
-        return tuple(out_tile)
-    remaining = max(prod(out_tile) if out_tile else 1, 1)
-    tile = [1] * len(in_dims)
-    for d in range(len(in_dims) - 1, -1, -1):
-        size = in_dims[d]
-        take = min(size, remaining)
-        tile[d] = max(take, 1)
-        remaining = max(remaining // max(size, 1), 1) if take == size else 1
-    return tuple(tile)
-
-
-def operand_tiles(node: "Node", tile: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """The tile of each operand needed to compute `tile` of `node`."""
+def flops_per_element(model: "GpuPerformanceModel", node: "Node", program=None) -> int:
+    """GpuPerformanceModelWithIndexingAnalysis::FlopsPerElement; `program` holds the reducers
+    (a pair's scratch fusion lives in a program of its own)."""
     op = node.opcode
-    out = []
-    for i, operand in enumerate(node.operands):
-        dims = operand.shape.dims
-        if op == "broadcast":
-            mapping = attributes.dimensions(node)
-            out.append(tuple(tile[m] for m in mapping))
-        elif op == "reduce":
-            if i >= len(node.operands) // 2:
-                out.append(())
-                continue
-            reduced = set(attributes.dimensions(node))
-            kept = iter(tile)
-            out.append(tuple(dims[d] if d in reduced else next(kept, 1) for d in range(len(dims))))
-        elif op == "transpose":
-            perm = attributes.dimensions(node)
-            t = [1] * len(dims)
-            for j, p in enumerate(perm):
-                t[p] = tile[j]
-            out.append(tuple(t))
-        elif op in ("bitcast", "reshape"):
-            out.append(_reshape_tile(node.shape.dims, tile, dims))
-        elif len(dims) == len(tile):
-            out.append(tuple(min(t, d) for t, d in zip(tile, dims)))
-        else:
-            out.append(tuple(dims))
-    return out
-
-
-def propagate_tiles(root: "Node", tile: tuple[int, ...]) -> dict[tuple[int, tuple[int, ...]], "Node"] | None:
-    """Every (instruction, tile) a block computes for output tile `tile`; None when an
-    instruction inside the fusion would need two different tiles (symbolic tile analysis
-    finds no tiling then: an instruction has one tiling)."""
-    tiles: dict[tuple[int, tuple[int, ...]], "Node"] = {}
-    tile_of: dict[int, tuple[int, ...]] = {}
-    stack = [(root, tuple(tile))]
-    while stack:
-        node, t = stack.pop()
-        key = (node.uid, t)
-        if key in tiles:
-            continue
-        if node.opcode != "parameter":
-            if node.uid in tile_of and tile_of[node.uid] != t:
-                return None
-            tile_of[node.uid] = t
-        tiles[key] = node
-        if node.opcode == "parameter":
-            continue
-        for operand, ot in zip(node.operands, operand_tiles(node, t)):
-            stack.append((operand, ot))
-    return tiles
-
-
-def _flops_per_element(model: "GpuPerformanceModel", node: "Node") -> int:
-    """GpuPerformanceModelWithIndexingAnalysis::FlopsPerElement."""
-    if node.opcode in _INDEXING_ONLY:
+    if op in _INDEXING_ONLY:
         return 0
+    if op == "concatenate":
+        dim = (attributes.dimensions(node) or (0,))[0]
+        return 400 if dim > 0 and node.operands[0].shape.dims[dim] & 31 else 6
     if is_elementwise(node):
-        return model.cost.profile.flops_per_element(node.opcode, node.shape.element_type)
-    if node.opcode == "reduce":
-        per_step = model.cost._computation_flops(node)
-        out = node.shape if not node.shape.is_tuple else node.shape.tuple_shapes[0]
-        from ..gpu.shapes import elements
-
-        factor = elements(node.operands[0].shape) // max(elements(out), 1)
-        return int((factor - 1) * per_step)
+        return model.cost.profile.flops_per_element(op, node.shape.element_type)
+    if op == "reduce":
+        # (reduced elements - 1) applications of the reducer: at 5a9e73cb the reduced size is
+        # not padded to a power of two (later XLA pads it)
+        reduced = prod(node.operands[0].shape.dims[d] for d in attributes.dimensions(node))
+        name = (node.attr("to_apply") or "").strip().lstrip("%")
+        reducer = program.graphs.get(name) if program is not None else None
+        per_step = sum(flops_per_element(model, inner, program) for inner in reducer.nodes()) if reducer else 0
+        return int((reduced - 1) * per_step)
     return 0
 
 
-def estimate_tiled(model: "GpuPerformanceModel", fusion: "Node", tile: tuple[int, ...], num_warps: int | None,
-                   launch_emitter: str = "triton") -> "RunTime":
-    """EstimateRunTimeForTiledHloComputation for `fusion` (a fusion node, real or scratch)
-    with output tile `tile`; `num_warps` None: XLA's choice from the largest tile."""
+def _program_of(fusion: "Node"):
+    """The program a (real) fusion belongs to."""
+    graph = fusion.graph
+    return graph.program if graph is not None else None
+
+
+def bandwidth_rate(node: "Node", sizes: tuple[int, ...]) -> float:
+    """BandwidthUtilizationRateHeuristicForTiledMemoryAccess: the share of each 64-byte DRAM
+    transaction the tile's contiguous run of bytes uses."""
+    shape = node.shape
+    if not shape.is_array or not sizes:
+        contiguous = 1
+    else:
+        contiguous = 1
+        for d in shape.minor_to_major:
+            tile, size = sizes[d], shape.dims[d]
+            contiguous *= min(tile, size)
+            if tile < size:
+                break
+    nbytes = contiguous * byte_width(shape.element_type if shape.is_array else "f32")
+    effective = _DRAM_TRANSACTION_BYTES * -(-nbytes // _DRAM_TRANSACTION_BYTES)
+    return nbytes / effective if effective else 1.0
+
+
+def num_warps(tiling: Tiling) -> int:
+    """EstimateNumWarps: by the largest padded tile of the computation."""
+    largest = max((padded_size(t.sizes) for t in tiling.instructions), default=1)
+    return 1 if largest <= 256 else 2 if largest <= 1024 else 4 if largest <= 4096 else 8
+
+
+def fits_in_registers(model: "GpuPerformanceModel", tiling: Tiling) -> bool:
+    """DoesComputationFitInRegisters: the output tile and every operand and iota tile in 40% of
+    a block's registers."""
+    limit = _REGISTER_FRACTION * model.device.registers_per_block_limit
+    if padded_size(tiling.root.sizes) > limit:
+        return False
+    return all(padded_size(t.sizes) <= limit for t in tiling.instructions
+               if not t.inside or t.node.opcode == "iota")
+
+
+def estimate_tiling(model: "GpuPerformanceModel", fusion: "Node", tiling: Tiling, warps: int,
+                    program=None, memo: dict | None = None) -> "RunTime":
+    """EstimateRunTimeForTiledHloComputation for a tiled fusion run with `warps` warps;
+    `program` holds the reducers (default: the fusion's own); `memo` keeps per-instruction
+    figures across the tilings of one search."""
+    from .analysis import shape_size
     from .fusion_analysis import LaunchDimensions
     from .model import RunTime, combine, compute_time, read_time
 
     device = model.device
-    body = fusion.fused
-    root = body.root
-    shape = root.shape
-    blocks = prod(-(-d // max(t, 1)) for d, t in zip(shape.dims, tile)) if shape.dims else 1
-    tiles = propagate_tiles(root, tuple(tile))
-    if tiles is None:
+    if not fits_in_registers(model, tiling):
         return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
-    largest = max((_padded(t) for (_, t) in tiles), default=1)
-    limit = _REGISTER_FRACTION * device.registers_per_block_limit
-    if any(_padded(t) > limit for (uid, t), n in tiles.items() if n is root or n.opcode in ("parameter", "iota")):
-        return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
-    warps = num_warps or (1 if largest <= 256 else 2 if largest <= 1024 else 4 if largest <= 4096 else 8)
-    threads = warps * device.threads_per_warp
+    if memo is None:
+        memo = {}
     flops = 0
-    reads: dict[int, int] = {}
-    operand_of: dict[int, "Node"] = {}
-    for (uid, t), node in tiles.items():
-        if node.opcode == "parameter":
-            outside = fusion.operands[node.parameter_number]
-            reads[outside.uid] = reads.get(outside.uid, 0) + blocks * prod(t) * byte_width(node.shape.element_type)
-            operand_of[outside.uid] = outside
+    reads: dict[int, list] = {}
+    program = program or _program_of(fusion)
+    for inst in tiling.instructions:
+        node = inst.node
+        if inst.inside:
+            per_element = memo.get(node.uid)
+            if per_element is None:
+                per_element = memo[node.uid] = flops_per_element(model, node, program)
+            if per_element:
+                flops += per_element * inst.blocks * padded_size(inst.sizes)
             continue
-        flops += _flops_per_element(model, node) * blocks * _padded(t)
+        key = (node.uid, inst.sizes)
+        found = memo.get(key)
+        if found is None:
+            elements = 1
+            for tile, size in zip(inst.sizes, node.shape.dims):
+                elements *= min(tile, size)
+            found = memo[key] = (byte_width(node.shape.element_type) * elements, bandwidth_rate(node, inst.sizes))
+        entry = reads.get(node.uid)
+        if entry is None:
+            entry = reads[node.uid] = [node, 0, 1.0]
+        entry[1] += found[0] * inst.blocks
+        entry[2] = min(entry[2], found[1])
     read = 0
     bytes_read = 0
-    from .analysis import shape_size
-
-    for uid, total in reads.items():
-        operand = operand_of[uid]
-        net = min(shape_size(operand.shape), total)
+    for node, total, rate in reads.values():
         bytes_read += total
-        read += read_time(device, blocks, net, total, 1.0)
-    written = shape_size(shape) if shape.is_array else sum(shape_size(s) for s in shape.tuple_shapes)
-    write = dur.from_seconds(written / device.memory_bandwidth)
-    compute = compute_time(device, flops, blocks, threads)
-    launch = LaunchDimensions(blocks, threads, launch_emitter)
+        read += read_time(device, tiling.blocks, min(shape_size(node.shape), total), total, rate)
+    root = tiling.root.node
+    written = shape_size(root.shape)
+    effective = int(bandwidth_rate(root, tiling.root.sizes) * device.memory_bandwidth)
+    write = dur.from_seconds(written / effective) if effective else 0
+    threads = warps * device.threads_per_warp
+    compute = compute_time(device, flops, tiling.blocks, threads)
+    launch = LaunchDimensions(tiling.blocks, threads, "triton")
     return RunTime(flops, bytes_read, written, read, write, compute, combine(compute, read + write), launch, True)
+
+
+def estimate_tiled(model: "GpuPerformanceModel", fusion: "Node", sizes: tuple[int, ...],
+                   warps: int | None) -> "RunTime":
+    """The run time of `fusion` (a fusion node, real or scratch) with output tile `sizes`;
+    `warps` None: XLA's choice from the largest tile."""
+    from .model import RunTime
+
+    if untileable_reason(fusion) is not None:
+        return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
+    tiling = tile_fusion(fusion, tuple(sizes))
+    if not tiling.propagated:
+        return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
+    return estimate_tiling(model, fusion, tiling, warps or num_warps(tiling))
+
+
+# ------------------------------------------------------------------------------------------
+# The search
+# ------------------------------------------------------------------------------------------
 
 
 def triton_tiling(fusion: "Node") -> tuple[tuple[int, ...], int] | None:
@@ -197,36 +206,45 @@ def triton_tiling(fusion: "Node") -> tuple[tuple[int, ...], int] | None:
     return sizes, int(config.get("num_warps") or 4)
 
 
-def best_tiled(model: "GpuPerformanceModel", fusion: "Node") -> tuple["RunTime", tuple[int, ...], int]:
-    """TryFindBestTilingForFusion, restricted (see the module doc): the fastest tile that keeps
-    the minor dimension whole and takes a power of two of the next; (run time, tile, warps)."""
+@dataclass(frozen=True, slots=True)
+class BestTiling:
+    """TryFindBestTilingForFusion's answer: the fastest tiling, or why there is none."""
+
+    runtime: "RunTime"
+    tile: tuple[int, ...]
+    warps: int
+    reason: str | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.reason is None
+
+
+def best_tiled(model: "GpuPerformanceModel", fusion: "Node", program=None) -> BestTiling:
+    """TryFindBestTilingForFusion: the fastest valid tiling of `fusion` (a pair's scratch
+    fusion: `program` is the replayed program, which holds the reducers)."""
     from .model import RunTime
 
-    shape = fusion.fused.root.shape
-    if not shape.is_array or not shape.dims:
-        rt = estimate_tiled(model, fusion, (), None)
-        return rt, (), (rt.launch.threads_per_block // model.device.threads_per_warp if rt.launch else 1)
-    dims = shape.dims
-    best: RunTime | None = None
-    candidates = []
-    if len(dims) == 1:
-        t = 1
-        while t < dims[0]:
-            candidates.append((t,))
-            t *= 2
-        candidates.append((dims[0],))
-    else:
-        t = 1
-        while True:
-            tile = tuple([1] * (len(dims) - 2) + [min(t, dims[-2]), dims[-1]])
-            candidates.append(tile)
-            if t >= dims[-2] or t >= 256:
-                break
-            t *= 2
-    best_tile: tuple[int, ...] = candidates[0]
-    for tile in candidates:
-        rt = estimate_tiled(model, fusion, tile, None)
-        if best is None or rt.exec_time < best.exec_time:
-            best, best_tile = rt, tile
-    warps = best.launch.threads_per_block // model.device.threads_per_warp if best.launch else 4
-    return best, best_tile, warps
+    infinite = RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
+    reason = untileable_reason(fusion)
+    if reason is not None:
+        return BestTiling(infinite, (), 1, reason)
+    best: BestTiling | None = None
+    limit = _REGISTER_FRACTION * model.device.registers_per_block_limit
+    symbolic = SymbolicTiling(fusion)
+    costs: dict = {}
+    for sizes in candidate_tiles(fusion.fused.root.shape.dims):
+        if padded_size(sizes) > limit:
+            continue  # the output tile alone would spill: infinite (DoesComputationFitInRegisters)
+        tiling = symbolic.tiling(sizes)
+        if not satisfies_constraints(tiling):
+            continue
+        warps = num_warps(tiling)
+        runtime = estimate_tiling(model, fusion, tiling, warps, program, costs)
+        if runtime.is_infinite:
+            continue
+        if best is None or runtime.exec_time < best.runtime.exec_time:
+            best = BestTiling(runtime, sizes, warps)
+    if best is None:
+        return BestTiling(infinite, (), 1, NO_VALID_TILINGS)
+    return best

@@ -17,6 +17,7 @@ One job per module:
     budget.py      FusionFitsInBudget (shared memory, unnested reductions, 96 operands+outputs)
     in_place.py    in-place input/output pairs and InstructionFusion::ShouldFuseInPlaceOp
     emitter.py     the emitter a fusion is compiled with (loop, reduction, transpose, ...)
+    triton_support.py  IsTritonSupportedInstruction: what Triton's emitter can generate
 
 Two XLA eras are supported through `GpuConfig.era`: "2024" is XLA 76da7301 (jaxlib 0.4.35,
 the legacy pipeline, docs/xla/legacy-gpu-pipeline.md) and "2026" is XLA 5a9e73cb (jaxlib

@@ -23,9 +23,10 @@ logs in `*.priority_fusion_dump.txt` are recorded too (`ctx.cache["priority_fusi
 
 Differences from XLA (and their effect): instructions created by earlier passes keep text
 order as their unique ids (XLA's in-memory ids are not in the dump): ties between equal
-priorities may break differently, which changes fusion *names*, rarely groupings; generic
-Triton fusions use the analytical cost model and are assumed tileable (their grouping
-follows XLA; see hlofuse/rules/priority_fusion.py); compiler fuel is not modelled.
+priorities may break differently, which changes fusion *names*, rarely groupings; users keep
+text order too, which matters for Triton pairs XLA's FusionDeduplicationCache would make share
+a tiling (not modelled: each pair is tiled on its own, hlofuse/cost/tiled.py); compiler fuel is
+not modelled.
 """
 
 from __future__ import annotations
@@ -304,9 +305,9 @@ class PriorityFusionRun:
                 fusion.fusion_kind = kind
         tiling = None
         if analysis.kind == TRITON and analysis.backend_kind == "__triton":
-            _, tile, warps = self.model.triton_tiling(producer, consumer)
+            best = self.model.triton_tiling(producer, consumer)
             source = consumer if pf.is_generic_triton_fusion(consumer) else producer
-            tiling = (source, tile, warps)
+            tiling = (source, best.tile, best.warps)
         g.fuse_instruction(fusion, producer)
         if tiling is not None:
             # XLA gives the result the best tiling it found (and kind kCustom)

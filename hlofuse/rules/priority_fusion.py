@@ -38,7 +38,7 @@ from ..cost.fusion_analysis import LOOP, REDUCTION
 from ..gpu.config import GpuConfig
 from ..gpu.properties import is_elementwise, is_fusible as hlo_is_fusible
 from ..gpu.shapes import bit_width, elements
-from ..ir import FLOAT_TYPES, INTEGRAL_TYPES
+from ..gpu.triton_support import triton_support as _triton_support
 from . import XLA_COMMITS, Candidate, XlaRef, objection, rule
 from . import gpu_fusible, instruction_fusion  # noqa: F401  (registers the shared rules asked below)
 from .instruction_fusion import IN_PLACE_RULES, in_place_pairs
@@ -245,81 +245,16 @@ def consumer_not_fusible(c: Candidate):
 
 # -- the Triton path ----------------------------------------------------------------------
 
-_TRITON_DATA_TYPES = frozenset({"pred", "s8", "s16", "s32", "s64", "f16", "f32", "f64", "bf16",
-                                "f8e5m2", "f8e4m3fn"})
-_TRITON_UNSUPPORTED = frozenset({
-    "bitcast-convert", "call", "cholesky", "complex", "concatenate", "conditional", "convolution", "copy",
-    "custom-call", "domain", "dot", "dynamic-reshape", "dynamic-slice", "dynamic-update-slice", "fft",
-    "gather", "get-tuple-element", "map", "pad", "reduce-window", "reverse", "rng-bit-generator",
-    "scatter", "select-and-scatter", "sort", "stochastic-convert", "topk", "triangular-solve", "tuple",
-    "while",
-})
-_TRITON_UNARY_FLOAT = frozenset({"cosine", "exponential", "exponential-minus-one", "floor", "ceil", "log",
-                                 "log-plus-one", "rsqrt", "sine", "sqrt", "cbrt", "tan", "tanh", "erf",
-                                 "reduce-precision"})
-
-
-def _triton_elementwise(op: str, element_type: str) -> bool:
-    """The elementwise ops Triton's emitter supports for an element type (support.cc)."""
-    if element_type == "pred":
-        return op in ("convert", "not", "add", "compare", "maximum", "minimum", "multiply", "and", "or",
-                      "xor", "select", "clamp")
-    unary = {"abs", "convert", "negate"}
-    if element_type in INTEGRAL_TYPES:
-        unary.add("not")
-    if element_type in ("bf16", "f16", "f32", "f64"):
-        unary |= _TRITON_UNARY_FLOAT
-    binary = {"add", "compare", "maximum", "minimum", "multiply", "subtract"}
-    if element_type in INTEGRAL_TYPES:
-        binary |= {"divide", "and", "or", "xor"}
-    if element_type in ("f32", "f64"):
-        binary |= {"atan2", "divide", "remainder", "power"}
-    if element_type in ("bf16", "f16"):
-        binary |= {"atan2", "power", "remainder"}
-    return op in unary or op in binary or op in ("select", "clamp")
-
-
-def triton_support(node: "Node") -> str | None:
-    """IsTritonSupportedInstruction, simplified: None when Triton can emit `node` (for a
-    fusion: everything in it), else Triton's reason."""
-    if is_generic_triton_fusion(node):
-        return None
-    if node.opcode == "fusion" and node.fused is not None:
-        for inner in node.fused.nodes():
-            reason = triton_support(inner)
-            if reason is not None:
-                return reason
-        return None
-    op = node.opcode
-    if op in _TRITON_UNSUPPORTED:
-        return f"Unsupported opcode {op}"
-    if node.shape.is_array and node.shape.element_type not in _TRITON_DATA_TYPES:
-        return "Unsupported output data type."
-    if any(o.shape.is_array and o.shape.element_type not in _TRITON_DATA_TYPES for o in node.operands):
-        return "Unsupported input data type."
-    if op == "constant":
-        return None if node.shape.is_effective_scalar else "Only scalar constants are supported in Triton."
-    if op in ("iota", "parameter", "bitcast", "broadcast", "reshape", "slice", "transpose"):
-        return None
-    if op == "reduce":
-        if len(node.operands) != 2 or len(_dims(node)) != 1:
-            return "Reduction is not a row-reduction of a single operand."
-        return None
-    if is_elementwise(node):
-        last = node.operands[-1].shape.element_type if node.operands else node.shape.element_type
-        return None if _triton_elementwise(op, last) else "Unsupported elementwise operation."
-    return f"Unsupported opcode {op}"
-
-
-def _dims(node):
-    from ..attributes import dimensions
-
-    return dimensions(node)
+def triton_support(node: "Node", config: GpuConfig | None = None) -> str | None:
+    """PriorityFusionQueue::IsTritonSupported for `node` (hlofuse/gpu/triton_support.py): None
+    when Triton can emit it, else XLA's reason."""
+    hopper = config is None or config.device is None or config.device.compute_capability >= (9, 0)
+    return _triton_support(node, is_generic_triton_fusion(node), hopper)
 
 
 @rule(id="PF-TRITON-UNSUPPORTED", name="pf-triton-unsupported", passes=_PASSES, pipelines=_PIPELINES,
       tags={"triton", "library", "legality"}, relaxable=False,
-      xla=_ref("PriorityFusionQueue::CanFuseTriton", "Unsupported opcode {opcode}",
+      xla=_ref("PriorityFusionQueue::CanFuseTriton / IsTritonSupportedInstruction", "Unsupported opcode {opcode}",
                file="xla/backends/gpu/codegen/triton/support.cc"),
       message="{consumer_or_producer} would join the Triton fusion on the other side, but Triton cannot "
               "emit {what}: {triton_reason}")
@@ -327,22 +262,24 @@ def triton_unsupported(c: Candidate):
     """A generic Triton fusion only absorbs (or is absorbed by) what Triton can emit.
 
     What it checks: when the producer or the consumer is a generic Triton fusion (`kind=kCustom`,
-    `"kind":"__triton"`: the softmax-like fusions XLA forms before fusion), every instruction on
-    both sides must be supported by Triton's emitter (IsTritonSupportedInstruction: most
-    elementwise ops of float/integer types, broadcast, bitcast, reshape, slice, transpose,
-    iota, scalar constants, single-operand row reductions; not gather, scatter, concatenate,
-    pad, dynamic slices, copies...).  The result is a Triton fusion again.
+    `"kind":"__triton"`: the normalisation fusions XLA forms before fusion), every instruction
+    on both sides must be supported by Triton's emitter (CanFuseTriton asks
+    IsTritonSupportedInstruction of the producer's instructions, then the consumer's; the
+    first refusal is XLA's reason: "Unsupported opcode gather", "Unsupported elementwise
+    operation.", "Only scalar constants are supported in Triton.", "Unsupported instruction
+    opcode reverse"...).  Supported at XLA 5a9e73cb: the elementwise ops of each element
+    type's table, broadcast, bitcast, reshape, slice, transpose, iota, scalar constants,
+    single-operand row reductions, concatenates, high pads.  The result is a Triton fusion.
     Why XLA does this: the fused kernel is generated by Triton; an op it cannot lower makes the
     fusion impossible.
     Example:
         g = f32[64,128] gather(table, ids), ...
         ROOT s = f32[64,128] fusion(g), kind=kCustom, calls=softmax, backend_config={"fusion_backend_config":{"kind":"__triton",...}}
-    Relaxing: not possible.  hlofuse does not model Triton's tiling search
-    (SymbolicTileAnalysis): a pair that passes this check and the operand budget is assumed to
-    tile, and its fused time comes from the analytical model (see hlofuse/cost/model.py).
+    Relaxing: not possible.
     """
+    config = _state(c).config if "pf" in c.extra else None
     for side, node in (("the producer", c.producer), ("the consumer", c.consumer)):
-        reason = triton_support(node)
+        reason = triton_support(node, config)
         if reason is not None:
             what = node.name if node.opcode != "fusion" else f"everything in {node.name}"
             opcode = reason.split()[-1] if reason.startswith("Unsupported opcode") else node.opcode
@@ -357,26 +294,28 @@ def triton_unsupported(c: Candidate):
                "Fusion can not be tiled with SymbolicTileAnalysis: No valid tilings found."),
       message="{producer} fused into {consumer} would be a Triton fusion with no valid tiling: {why}")
 def triton_not_tileable(c: Candidate):
-    """A Triton fusion must have a tiling every instruction agrees on.
+    """A Triton fusion must have an output tile Triton can run.
 
-    What it checks: after Triton's support check, XLA searches the tilings of the fused
-    computation (SymbolicTileAnalysis) and refuses the pair when none is valid.  hlofuse's
-    approximation (hlofuse/cost/tiled.py): an instruction that two paths need with different
-    tiles (a row reduction's input feeding a column reduction), or tiles too large for the
-    registers, leave no valid tiling.
-    Why XLA does this: Triton emits one tile per block; an instruction must be computed with
-    one tile shape.
+    What it checks: after Triton's support check and the parameter limit, XLA searches the
+    output tiles of the fused computation (TryFindBestTilingForFusion over
+    SymbolicTileAnalysis::GetValidTilings, hlofuse/cost/tiling.py, tiled.py) and refuses the pair when
+    none is valid: every candidate has a tile of more than 2^20 elements, a concatenate tile
+    that straddles two operands, or an output, operand or iota tile too large for 40% of a
+    block's registers (its run time is then infinite) — or the analysis bails out on an
+    instruction it cannot tile (a pad outside a GEMM fusion).
+    Why XLA does this: Triton runs one block per output tile and keeps each tile in registers;
+    a row normalisation feeding a column reduction would need whole columns of whole rows.
     Example:
         y = f32[256,768] fusion(x), kind=kCustom, ...{"kind":"__triton"}   # a row normalisation
         ROOT s = f32[768] reduce(y, zero), dimensions={0}                # a column reduction
     Relaxing: not possible.
     """
     model = _state(c).model
-    runtime, tile, _ = model.triton_tiling(c.producer, c.consumer)
-    if not runtime.is_infinite:
+    best = model.triton_tiling(c.producer, c.consumer)
+    if best.found:
         return None
-    return objection(producer=c.producer.name, consumer=c.consumer.name,
-                     why="an instruction would need two different tiles, or no tile fits the registers")
+    return objection(producer=c.producer.name, consumer=c.consumer.name, why=best.reason,
+                     xla_reason=f"Fusion can not be tiled with SymbolicTileAnalysis: {best.reason}")
 
 
 # -- the emitter-based checks ---------------------------------------------------------------
