@@ -27,7 +27,16 @@ from .emit import ctype
 from .kernel import KernelBody
 from .prelude import prelude
 
-CFLAGS = ("-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared", "-w")
+#: -O3 -march=native: the element loops vectorized for this machine's vector units (AVX2,
+#: AVX-512...; the cache key holds the CPU's flags, so a library built for one CPU is not
+#: loaded on another).  -ffp-contract=off: no fused multiply-adds, so each operation rounds
+#: as the reference's does.  -fno-math-errno and -fno-trapping-math: no errno from sqrt, and
+#: no floating-point traps to preserve (none are enabled), so the compiler may if-convert
+#: and vectorize; neither changes a result.  Never -ffast-math: it would let the compiler
+#: drop NaN and infinity handling (maximum's NaN propagation, the checks in vecmath) and
+#: reassociate sums, which the check against the reference relies on.
+CFLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared",
+          "-w")
 
 
 def render(bodies: list[KernelBody]) -> str:
@@ -71,10 +80,27 @@ def compiler() -> str:
 
 
 def library_name(cc: str, source: str) -> str:
-    """The cache entry of a kernel file: keyed by the compiler, its flags, the machine and the
-    source."""
-    key = hashlib.sha256((cc + " ".join(CFLAGS) + os.uname().machine + source).encode()).hexdigest()[:24]
+    """The cache entry of a kernel file: keyed by the compiler, its flags, the machine, its
+    CPU's features (-march=native) and the source."""
+    key = hashlib.sha256((cc + " ".join(CFLAGS) + os.uname().machine + cpu_features() + source).encode()).hexdigest()[:24]
     return f"k{key}.so"
+
+
+def cpu_features() -> str:
+    """The CPU's model and feature flags (what -march=native compiles for)."""
+    lines = []
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith(("model name", "flags", "Features")):
+                    lines.append(line.strip())
+                elif not line.strip() and lines:
+                    break
+    except OSError:
+        pass
+    import platform
+
+    return "\n".join(lines) or platform.processor()
 
 
 def build_library(cc: str, source: str, folder: Path) -> Path:
