@@ -39,13 +39,79 @@ CFLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-
           "-w")
 
 
-def render(bodies: list[KernelBody]) -> str:
-    """The C file holding every kernel of a plan."""
+def render(bodies: list[KernelBody], host: str = "") -> str:
+    """The C file holding every kernel of a plan (and its host program, when given)."""
     parts = [prelude("cpu")]
     for body in bodies:
         parts += body.functions
         parts.append(render_kernel(body))
+    if host:
+        parts.append(host)
     return "\n".join(parts) + "\n"
+
+
+# ------------------------------------------------------------------------------------------
+# The host program: the plan's steps as C, so a launch is a C call
+# ------------------------------------------------------------------------------------------
+
+HOST_FUNCTION = "hf_run"
+
+
+def host_source(lowered) -> str:
+    """The lowered program's steps (launches, copies, while loops, conditionals) as one C
+    function `hf_run(kargs, bufs, lib)`: generated kernel i is called with kargs[i] (its
+    argument array), library kernel i through the callback lib[i] (NumPy, back in Python),
+    a copy is a memcpy between bufs[...].  XLA:CPU runs its thunks from C++ the same way;
+    a Python loop of ctypes calls would add a microsecond or two per launch, which is
+    hlofuse's overhead and not the plan's."""
+    from .lower import Conditional, Copy, Launch, While
+
+    kernels = lowered.kernels
+    lines = [f"void {HOST_FUNCTION}(void* const* kargs, void* const* bufs, void (*const* lib)(void)) {{"]
+
+    def steps(items, depth):
+        pad = "  " * depth
+        for step in items:
+            if isinstance(step, Launch):
+                k = kernels[step.kernel]
+                lines.append(f"{pad}{k.name}((void**)kargs[{step.kernel}]);" if k.generated
+                             else f"{pad}lib[{step.kernel}]();")
+            elif isinstance(step, Copy):
+                n = lowered.buffers[step.src].nbytes
+                lines.append(f"{pad}__builtin_memcpy(bufs[{step.dst}], bufs[{step.src}], {n});")
+            elif isinstance(step, While):
+                steps(step.entry, depth)
+                if step.trip_count is not None:  # XLA's WhileThunk: the body that often, no condition
+                    lines.append(f"{pad}for (i64 trip = 0; trip < {step.trip_count}LL; ++trip) {{")
+                else:
+                    lines.append(f"{pad}for (;;) {{")
+                    steps(step.cond, depth + 1)
+                    lines.append(f"{pad}  if (!*(const pred*)bufs[{step.pred}]) break;")
+                steps(step.body + step.end, depth + 1)
+                lines.append(f"{pad}}}")
+            elif isinstance(step, Conditional):
+                et = lowered.buffers[step.selector].shape.element_type
+                if et == "pred":
+                    lines.append(f"{pad}if (*(const pred*)bufs[{step.selector}]) {{")
+                    steps(step.branches[0], depth + 1)
+                    lines.append(f"{pad}}} else {{")
+                    steps(step.branches[1] if len(step.branches) > 1 else [], depth + 1)
+                    lines.append(f"{pad}}}")
+                else:
+                    last = len(step.branches) - 1
+                    lines.append(f"{pad}{{ const i64 sel = (i64)*(const {ctype(et)}*)bufs[{step.selector}];")
+                    for i, branch in enumerate(step.branches):
+                        cond = f"sel == {i}" if i < last else "1"  # out of range: the last branch
+                        lines.append(f"{pad}  {'if' if i == 0 else '} else if'} ({cond}) {{")
+                        steps(branch, depth + 2)
+                    lines.append(f"{pad}  }}")
+                    lines.append(f"{pad}}}")
+            else:
+                raise ExecutionError(f"internal: unknown step {step!r}")
+
+    steps(lowered.steps, 1)
+    lines.append("}")
+    return "\n".join(lines)
 
 
 def render_kernel(body: KernelBody) -> str:
@@ -159,10 +225,11 @@ def _open(lib: Path) -> ctypes.CDLL:
 
 
 class Library:
-    """The compiled kernels of one plan."""
+    """The compiled kernels of one plan, and its host program when given."""
 
-    def __init__(self, bodies: list[KernelBody]):
-        self._lib, self.path = load_library(render(bodies))
+    def __init__(self, bodies: list[KernelBody], host: str = ""):
+        self._lib, self.path = load_library(render(bodies, host))
+        self.has_host = bool(host)
 
     def kernel(self, name: str):
         fn = getattr(self._lib, name)
@@ -266,7 +333,34 @@ class CpuDevice:
 
     def compile(self, lowered):
         bodies = [k.body for k in lowered.kernels if k.generated]
-        return Library(bodies) if bodies else None
+        return Library(bodies, host_source(lowered))
+
+    def program(self, compiled, lowered, handles, launchers):
+        """The whole program as one C call (the host program), or None: `launchers` are the
+        runtime's launch closures, library kernels among them called back from C."""
+        if compiled is None or not compiled.has_host:
+            return None
+        fn = getattr(compiled._lib, HOST_FUNCTION)
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        fn.restype = None
+        callback = ctypes.CFUNCTYPE(None)
+        kargs = (ctypes.c_void_p * max(len(lowered.kernels), 1))()
+        lib = (callback * max(len(lowered.kernels), 1))()
+        keep = []
+        for i, kernel in enumerate(lowered.kernels):
+            launch = launchers[i][0]
+            if kernel.generated:
+                kargs[i] = ctypes.cast(launch.keepalive[0], ctypes.c_void_p)
+            else:
+                lib[i] = callback(launch)
+        bufs = (ctypes.c_void_p * max(len(handles), 1))(*[h.ctypes.data for h in handles])
+        addresses = [ctypes.cast(a, ctypes.c_void_p) for a in (kargs, bufs, lib)]
+
+        def run():
+            fn(*addresses)
+
+        run.keepalive = (kargs, bufs, lib, keep, launchers, handles)
+        return run
 
     def launcher(self, compiled, kernel, handles):
         return launcher(compiled.kernel(kernel.name), handles), 1

@@ -1,0 +1,177 @@
+"""The CPU kernels as fast code: single-precision math that vectorizes and keeps the
+reference's accuracy (execute/vecmath.py), element loops the compiler vectorizes, the
+compile flags, and the host program that runs a plan's steps from C."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hlofuse
+from hlofuse.execute import cpu, vecmath
+from hlofuse.execute.cpu import CpuDevice
+from hlofuse.execute.inputs import random_inputs, relative_error
+from hlofuse.execute.interp import evaluate
+from hlofuse.execute.lower import lower
+from hlofuse.execute.prelude import prelude
+from hlofuse.execute.runtime import Runner
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_dumps"
+
+REFERENCE = {"exp": np.exp, "expm1": np.expm1, "logistic": lambda x: 1 / (1 + np.exp(-x)), "log": np.log,
+             "log1p": np.log1p, "tanh": np.tanh, "sin": np.sin, "cos": np.cos}
+
+
+def _math_library():
+    loops = "\n".join(f"void t_{f}(const f32* restrict x, f32* restrict y, i64 n) "
+                      f"{{ for (i64 i = 0; i < n; ++i) y[i] = hf_{f}_f32(x[i]); }}" for f in vecmath.FUNCTIONS)
+    lib, _ = cpu.load_library(prelude("cpu") + loops)
+    return lib
+
+
+def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    def ordered(a):
+        i = a.view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+
+    d = np.abs(ordered(got) - ordered(want))
+    d = np.where(np.isnan(got) & np.isnan(want), 0, d)
+    return np.where(np.isnan(got) != np.isnan(want), 1 << 40, d)
+
+
+def _arguments(name: str) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    n = 1 << 16
+    parts = [rng.uniform(-10, 10, n), rng.uniform(-1e-3, 1e-3, n),
+             np.exp(rng.uniform(-100, 88, n)) * rng.choice([-1, 1], n),
+             [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.17e-38, 3.4e38, -3.4e38, 1, -1, 88.7, 88.8,
+              -103.9, -104, 1e-30, 9.5, 20, -20, 1e7, 1e20, 1.5707964, 3.1415927, 2.0 ** 20, 2.0 ** 20 - 1, 2.0 ** 23,
+              2.0 ** 24 + 2, -0.999, -1.0, -1.5]]
+    if name in ("sin", "cos"):  # every exponent of the reduction's table, and its threshold
+        parts.append(np.exp(rng.uniform(np.log(2.0 ** 19), 88, n)))
+        parts.append(np.nextafter(np.float32(vecmath.LARGE_TRIG), 0) * rng.uniform(0.99, 1.01, n))
+    return np.concatenate([np.asarray(p, np.float64).astype(np.float32) for p in parts])
+
+
+@pytest.mark.parametrize("name", vecmath.FUNCTIONS)
+def test_vector_math_is_within_one_ulp_of_double_precision_rounded(name):
+    lib = _math_library()
+    x = _arguments(name)
+    y = np.empty_like(x)
+    getattr(lib, f"t_{name}")(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data), ctypes.c_int64(x.size))
+    with np.errstate(all="ignore"):
+        want = REFERENCE[name](x.astype(np.float64)).astype(np.float32)
+    ulps = _ulps(y, want)
+    worst = int(np.argmax(ulps))
+    assert ulps.max() <= 1, f"{name}({x[worst]!r}) = {y[worst]!r}, want {want[worst]!r}"
+    assert np.mean(ulps > 0) < 1e-4  # correctly rounded but where the exact value is a hair from a boundary
+    special = ~np.isfinite(want) | ~np.isfinite(x) | (want == 0)
+    assert np.array_equal(y[special], want[special], equal_nan=True)  # inf, NaN and signed zeros exactly
+
+
+def test_the_reduction_table_holds_two_over_pi_mod_4():
+    # row r is the f32 exponent 147 + r: 2^(147 + r - 127 - 23) * 2/pi mod 4
+    for r, row in enumerate(vecmath.two_over_pi_table()[:3]):
+        e = 147 + r - 150
+        assert sum(row) == pytest.approx((2 ** e * 2 / np.pi) % 4, rel=1e-15)
+        # each part has at most 24 significant bits, so mantissa * part is exact in double
+        assert all(v == 0 or float.fromhex(v.hex()) == v and (v * 2 ** (23 - np.floor(np.log2(v)))).is_integer()
+                   for v in row)
+    assert len(vecmath.two_over_pi_table()) == 254 - 147 + 1
+
+
+def _vectorized_lines(source: str) -> set[int]:
+    cc = cpu.compiler()
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
+    if "Free Software Foundation" not in version:
+        pytest.skip(f"the vectorization report is GCC's ({cc})")
+    folder = Path(__import__("tempfile").mkdtemp(prefix="hlofuse-vec-"))
+    try:
+        (folder / "k.c").write_text(source)
+        proc = subprocess.run([cc, *cpu.CFLAGS, "-fopt-info-vec-optimized", "-o", str(folder / "k.so"),
+                               str(folder / "k.c"), "-lm"], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return {int(line.split(":")[1]) for line in proc.stderr.splitlines() if "loop vectorized" in line}
+
+
+def test_the_cartpole_kernels_element_loops_are_vectorized():
+    """sin, cos, select and dynamic-slice reads of XLA:CPU's cart-pole fusions in one vector
+    loop each (the issue's -fopt-info-vec: 0 loops before)."""
+    from hlofuse import bench
+
+    source = bench.load_source(str(SAMPLES / "cpu" / "cartpole_c_separate"))
+    lowered = lower(bench.make_plans(source, ["xla"])[0].module)
+    bodies = [k.body for k in lowered.kernels if k.generated]
+    text = cpu.render(bodies)
+    lines = text.splitlines()
+    vectorized = _vectorized_lines(text)
+    fusions = [b for b in bodies if "fusion" in b.name and b.groups[0].elements > 1]
+    assert len(fusions) >= 5
+    for body in fusions:
+        start = lines.index(f"void {body.name}(void** b) {{") + 1
+        loop = next(i for i in range(start, len(lines)) if lines[i].lstrip().startswith("for (")) + 1
+        assert loop in vectorized, f"{body.name}'s element loop (line {loop}) is not vectorized"
+
+
+def test_compile_flags_keep_nan_and_infinity_semantics():
+    assert "-ffast-math" not in cpu.CFLAGS and "-ffinite-math-only" not in cpu.CFLAGS
+    assert "-ffp-contract=off" in cpu.CFLAGS and "-O3" in cpu.CFLAGS
+
+
+HOST = """HloModule host
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+cond { p = (s32[], f32[8,8]) parameter(0)  i = s32[] get-tuple-element(p), index=0  n = s32[] constant(5)
+       ROOT lt = pred[] compare(i, n), direction=LT }
+body { p = (s32[], f32[8,8]) parameter(0)  i = s32[] get-tuple-element(p), index=0  x = f32[8,8] get-tuple-element(p), index=1
+       one = s32[] constant(1)  j = s32[] add(i, one)  d = f32[8,8] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+       t = f32[8,8] tanh(d)  ROOT r = (s32[], f32[8,8]) tuple(j, t) }
+b0 { p = f32[8,8] parameter(0)  ROOT e = f32[8,8] exponential(p) }
+b1 { p = f32[8,8] parameter(0)  ROOT n = f32[8,8] negate(p) }
+b2 { p = f32[8,8] parameter(0)  ROOT s = f32[8,8] sine(p) }
+ENTRY main {
+  x = f32[8,8] parameter(0)  sel = s32[] parameter(1)  z = s32[] constant(0)
+  init = (s32[], f32[8,8]) tuple(z, x)
+  w = (s32[], f32[8,8]) while(init), condition=cond, body=body
+  y = f32[8,8] get-tuple-element(w), index=1
+  c = f32[8,8] conditional(sel, y, y, y), branch_computations={b0, b1, b2}
+  zero = f32[] constant(0)
+  ROOT r = f32[8] reduce(c, zero), dimensions={1}, to_apply=add
+}
+"""
+
+
+@pytest.mark.parametrize("selector", [0, 2, 7])
+def test_the_host_program_runs_the_steps_as_the_python_loop_does(selector):
+    """A while loop without a known trip count (its condition's predicate read in C), a
+    library call (the dot, called back into NumPy), a conditional on an s32 (out of range: the
+    last branch), and a reduction: the C host program's result is the reference's."""
+    module = hlofuse.loads(HOST)
+    x = random_inputs([((8, 8), "f32")], 3)[0]
+    args = [x, np.int32(selector)]
+    want = np.asarray(evaluate(module, args))
+    runner = Runner(lower(module), CpuDevice())
+    assert runner.native
+    runner.set_inputs(args)
+    python_counts = runner.count()
+    by_python = runner.outputs()[0]
+    runner.run()
+    assert relative_error(runner.outputs()[0], want) <= 1e-5
+    assert np.array_equal(runner.outputs()[0], by_python)
+    assert python_counts.launches > 5  # the count still walks the steps, kernel by kernel
+
+
+def test_the_host_program_is_generated_from_the_steps():
+    module = hlofuse.loads(HOST)
+    text = cpu.host_source(lower(module))
+    assert text.startswith(f"void {cpu.HOST_FUNCTION}(")
+    assert "for (;;) {" in text and "break;" in text  # the condition, no known trip count
+    assert "lib[" in text  # the dot: a library call
+    assert "sel == 0" in text and "sel == 1" in text
