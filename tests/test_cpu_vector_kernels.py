@@ -175,3 +175,39 @@ def test_the_host_program_is_generated_from_the_steps():
     assert "for (;;) {" in text and "break;" in text  # the condition, no known trip count
     assert "lib[" in text  # the dot: a library call
     assert "sel == 0" in text and "sel == 1" in text
+
+
+def _rendered(folder: str, plan: str):
+    from hlofuse import bench
+
+    source = bench.load_source(str(SAMPLES / folder))
+    chosen = bench.make_plans(source, [plan])[0]
+    lowered = lower(chosen.module, loop_kernels=chosen.loop, loop_tile=CpuDevice.loop_tile)
+    bodies = [k.body for k in lowered.kernels if k.generated]
+    return bodies, cpu.render(bodies)
+
+
+def test_a_short_minor_dimension_is_unrolled_and_the_row_loop_vectorized():
+    """The cart-pole's packed state f32[2048,4]: XLA's select after the concatenate, one
+    iteration per environment computing its 4 values (the concatenate resolved per value,
+    the sine and cosine shared), and that loop vectorized."""
+    bodies, text = _rendered("cpu/cartpole_b_concat", "xla")
+    body = next(b for b in bodies if b.name == "k_copy_select_fusion")
+    assert body.groups[0].dims == (2048, 1)
+    kernel = text[text.index("void k_copy_select_fusion("):]
+    kernel = kernel[: kernel.index("\n}\n")]
+    assert "if (" not in kernel and kernel.count("hf_sin_f32(") == 1
+    lines = text.splitlines()
+    start = lines.index("void k_copy_select_fusion(void** b) {")
+    loop = next(i for i in range(start, len(lines)) if lines[i].lstrip().startswith("for (")) + 1
+    assert loop in _vectorized_lines(text)
+
+
+def test_the_loop_kernels_lane_loop_is_vectorized():
+    """The loop plan's step: a tile of environments' state in element-major local arrays,
+    the lane loop of each step vectorized (selects as blends, no guard for full tiles)."""
+    _, text = _rendered("cpu/cartpole_b_concat", "loop")
+    lines = text.splitlines()
+    forever = next(i for i, line in enumerate(lines) if line.strip() == "for (;;) {")
+    step = next(i for i in range(forever, len(lines)) if "for (i64 lane" in lines[i]) + 1
+    assert step in _vectorized_lines(text)

@@ -388,7 +388,9 @@ def _compare(em, frame, instr, index):
 @emits("select")
 def _select(em, frame, instr, index):
     p, a, b = (em.one(frame, o, _operand_index(em, frame, o, index)) for o in instr.operands)
-    return [em.let(_et(instr), f"({p} ? {a} : {b})")]
+    # HF_SELECT: a branch-free blend on the CPU (a ?: there lets the compiler thread jumps
+    # through it and leave the operands' loads conditional, which keeps loops scalar)
+    return [em.let(_et(instr), f"HF_SELECT({ctype(_et(instr))}, {p}, {a}, {b})")]
 
 
 @emits("clamp")

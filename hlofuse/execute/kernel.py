@@ -152,21 +152,50 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
     return body
 
 
+#: A minor dimension of at most this many elements is unrolled inside the element loop.
+UNROLL_MINOR = 8
+
+
 def _elements(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int) -> Group:
-    """A loop over the elements of outputs that share their dimensions."""
+    """A loop over the elements of outputs that share their dimensions.  A short minor
+    dimension (the cart-pole's 4 state values) is unrolled: one iteration computes the whole
+    row, with that index a constant, so what the row's elements share is computed once and
+    a concatenate or pad along it picks its operand at generation time, no branch per element
+    (which would keep the loop over the other dimensions from being vectorized).  Only where
+    the unrolled row has no branch left: GCC 12.2 vectorizes a group of six like guarded
+    loads (a dynamic-update-slice's window, row by row) into wrong code, so a row that still
+    branches keeps one element per iteration."""
+    shape = outputs[0][2]
+    order = tuple(reversed(shape.minor_to_major))
+    if len(shape.dims) > 1 and 1 < shape.dims[order[-1]] <= UNROLL_MINOR:
+        group = _element_loop(em, frame, outputs, out_args, gid, order[-1])
+        if not any(line.lstrip().startswith(("if (", "} else")) for line in group.body):
+            return group
+    return _element_loop(em, frame, outputs, out_args, gid, None)
+
+
+def _element_loop(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int, minor: int | None) -> Group:
     _start_group(em, lanes_ok=True)
     shape = outputs[0][2]
     dims = shape.dims
     names = _index_vars(em, gid, dims)
-    index = [Idx.of(v) for v in names]
+    order = tuple(reversed(shape.minor_to_major))
+    indices = []
+    for c in range(dims[minor]) if minor is not None else [None]:
+        index = [Idx.of(v) for v in names]
+        if c is not None:
+            index[minor] = Idx.of(c)
+        indices.append(index)
     # every value first, then the stores: an output may share its buffer with an input that
     # another output (or another lane) still reads at this element
-    values = [em.value(frame, name, index)[leaf] for name, leaf, _ in outputs]
+    values = [[em.value(frame, name, index)[leaf] for name, leaf, _ in outputs] for index in indices]
     if em.lanes_used:
         em.line("HF_SYNC_LANES();")
-    for (_, _, out_shape), arg, value in zip(outputs, out_args, values):
-        em.line(f"{arg}[{linear(index, out_shape.dims, out_shape.minor_to_major).c()}] = {value};")
-    return Group(dims, tuple(reversed(shape.minor_to_major)), names, em.lines, lanes=_lanes(em))
+    for index, row in zip(indices, values):
+        for (_, _, out_shape), arg, value in zip(outputs, out_args, row):
+            em.line(f"{arg}[{linear(index, out_shape.dims, out_shape.minor_to_major).c()}] = {value};")
+    loop_dims = tuple(1 if d == minor else n for d, n in enumerate(dims))
+    return Group(loop_dims, order, names, em.lines, lanes=_lanes(em))
 
 
 def reduction_hero(comp: ir.Computation, leaves) -> ir.Instruction | None:

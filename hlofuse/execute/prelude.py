@@ -130,9 +130,20 @@ CPU_HEAD = r"""
 #define HF_COMBINE_2 HF_COMBINE_1
 #define HF_COMBINE_4 HF_COMBINE_1
 #define HF_COMBINE_8 HF_COMBINE_1
+/* select as a blend of bits: the compiler sees data flow, no branch it could thread */
+#define HF_SELECT(T, c, a, b) hf_select_##T((c), (a), (b))
+#define HF_SELECT_BITS(T, U) HF_FN T hf_select_##T(pred c, T a, T b) { \
+  U ua, ub, r; T t; __builtin_memcpy(&ua, &a, sizeof(T)); __builtin_memcpy(&ub, &b, sizeof(T)); \
+  const U m = (U)0 - (U)(c != 0); r = (ua & m) | (ub & ~m); __builtin_memcpy(&t, &r, sizeof(T)); return t; }
 /* a reduction split across the lanes of a warp (CUDA) is one lane here: no exchange, no barrier */
 #define HF_SHFL_XOR(T, x, o) (x)
 #define HF_SYNC_LANES()
+"""
+
+CPU_SELECTS = """
+HF_SELECT_BITS(f32, u32) HF_SELECT_BITS(f64, u64) HF_SELECT_BITS(pred, u8)
+HF_SELECT_BITS(i8, u8) HF_SELECT_BITS(i16, u16) HF_SELECT_BITS(i32, u32) HF_SELECT_BITS(i64, u64)
+HF_SELECT_BITS(u8, u8) HF_SELECT_BITS(u16, u16) HF_SELECT_BITS(u32, u32) HF_SELECT_BITS(u64, u64)
 """
 
 CUDA_HEAD = r"""
@@ -154,6 +165,7 @@ CUDA_HEAD = r"""
    and a barrier before stores (an output may share its buffer with an input the other
    lanes still read) */
 #define HF_SHFL_XOR(T, x, o) ((T)__shfl_xor_sync(0xffffffffu, (x), (o)))
+#define HF_SELECT(T, c, a, b) ((c) ? (a) : (b))
 #define HF_SYNC_LANES() __syncwarp()
 """
 
@@ -162,4 +174,4 @@ def prelude(target: str) -> str:
     """Everything a kernel file needs before its kernels; `target` is "cpu" or "cuda"."""
     if target == "cuda":
         return CUDA_HEAD + TYPES + COMMON + _math(target) + THREEFRY
-    return CPU_HEAD + TYPES + COMMON + vecmath.c_source() + _math(target) + THREEFRY
+    return CPU_HEAD + TYPES + CPU_SELECTS + COMMON + vecmath.c_source() + _math(target) + THREEFRY
