@@ -211,3 +211,62 @@ def test_the_loop_kernels_lane_loop_is_vectorized():
     forever = next(i for i, line in enumerate(lines) if line.strip() == "for (;;) {")
     step = next(i for i in range(forever, len(lines)) if "for (i64 lane" in lines[i]) + 1
     assert step in _vectorized_lines(text)
+
+
+# ------------------------------------------------------------------------------------------
+# Library fusions as generated kernels; a row's reductions once per row, vectorized
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("folder, generated, library", [
+    ("cpu/softmax", {"ynn_fusion", "ynn_fusion.1"}, set()),  # XLA:CPU's YNNPACK reductions
+    ("gpu-current-h100/softmax", {"triton_softmax.2"}, set()),  # XLA:GPU's Triton normalization
+    ("gpu-current-h100/mlp", set(), {"gemm_fusion_dot", "gemm_fusion_dot.1", "gemm_fusion_dot_general.5"}),
+])
+def test_library_fusions_without_a_library_op_are_generated_kernels(folder, generated, library):
+    from hlofuse import bench
+
+    plan = bench.make_plans(bench.load_source(str(SAMPLES / folder)), ["xla"])[0]
+    lowered = lower(plan.module)
+    custom = {k.label.split("/")[-1]: k for k in lowered.kernels if k.kind == "kCustom"}
+    assert {n for n, k in custom.items() if k.generated} == generated
+    assert {n for n, k in custom.items() if not k.generated} == library
+
+
+def test_a_rows_reduction_is_computed_once_per_row_and_vectorized():
+    """XLA:CPU's softmax exp(x - max(x)) fusion, f32[128,1000]: the row maximum is hoisted
+    out of the loop over the row (before: recomputed for each of the row's 1000 elements),
+    as 16 partial maxima in a vectorized loop; the plan matches the reference."""
+    from hlofuse import bench
+
+    bodies, text = _rendered("cpu/softmax", "xla")
+    body = next(b for b in bodies if b.name == "k_ynn_fusion_1")
+    group = body.groups[0]
+    assert group.hoisted and group.hoist_depth == 1 and group.rows == 128
+    assert not any("hf_max_f32" in line for line in group.body)  # the maximum is not in the row loop
+    lines = text.splitlines()
+    start = lines.index("void k_ynn_fusion_1(void** b) {")
+    chunk = next(i for i in range(start, len(lines)) if lines[i].lstrip().startswith("for (i64 q"))
+    partials = next(i for i in range(chunk + 1, len(lines)) if lines[i].lstrip().startswith("for (i64 l")) + 1
+    assert lines[partials - 2].strip() == "#pragma GCC unroll 1"
+    row = next(i for i in range(chunk, len(lines)) if lines[i].lstrip().startswith("for (i64 i0_1")) + 1
+    vectorized = _vectorized_lines(text)
+    assert partials in vectorized and row in vectorized
+    source = bench.load_source(str(SAMPLES / "cpu" / "softmax"))
+    result = bench.run_plans(bench.make_plans(source, ["unfused", "xla"]), CpuDevice(), repeat=1, warmup=0)
+    assert all(r.ok for r in result) and result[1].max_rel_error < 1e-5
+
+
+def test_vectorized_reductions_take_the_init_value_once():
+    """sum(x) + 5 over 37 elements (two chunks of 16 and a tail): the partial sums start
+    from the first chunk, the init value joins once."""
+    module = hlofuse.loads("""HloModule init
+add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }
+ENTRY main { x = f32[3,37] parameter(0)  five = f32[] constant(5)
+  ROOT r = f32[3] reduce(x, five), dimensions={1}, to_apply=add }
+""")
+    x = np.ones((3, 37), np.float32)
+    runner = Runner(lower(module), CpuDevice())
+    runner.set_inputs([x])
+    runner.run()
+    assert np.array_equal(runner.outputs()[0], np.full(3, 42.0, np.float32))

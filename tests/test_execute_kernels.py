@@ -402,7 +402,7 @@ def test_device_ufunc_falls_back_where_the_library_lacks_a_method():
     assert target.tolist() == [0.0, 5.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("folder", ["gpu-current-h100/mlp", "gpu-current-h100/softmax", "gpu-current-h100/layer_norm",
+@pytest.mark.parametrize("folder", ["gpu-current-h100/mlp", "gpu-current-h100/attention",
                                     "gpu-current-h100/rnn_scan", "gpu-current-h100/argsort_rows",
                                     "gpu-legacy-rtx2080ti/conv2d_bias_relu", "gpu-legacy-rtx2080ti/top_k"])
 def test_library_kernels_through_the_bound_evaluator_equal_the_host_path(folder):
@@ -485,3 +485,29 @@ def test_index_algebra_folds_what_the_ranges_allow():
         [Idx.of("i"), Idx.of("j")]
     y = Idx.of("i") + 1  # not provably inside one block of 4
     assert floordiv(y, 4, ranges, bind).is_var("t1") and ranges["t1"] == (0, 512)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("folder", ["gpu-current-h100/softmax", "gpu-current-h100/cross_entropy",
+                                    "gpu-current-h100/layer_norm"])
+def test_triton_normalization_fusions_are_one_kernel_a_warp_per_row_and_compile_to_ptx(folder):
+    """XLA:GPU's Triton softmax fusions run as one generated kernel (not op by op through the
+    evaluator): its rows' reductions hoisted and shared by a warp's lanes, the lanes then
+    taking the row's elements; the kernel compiles to PTX, and on the CPU the plan matches
+    the reference."""
+    from hlofuse.bench import load_source, make_plans, run_plans
+
+    source = load_source(str(SAMPLES / folder))
+    plan = make_plans(source, ["xla"])[0]
+    lowered = lower(plan.module)
+    rows = [k for k in lowered.kernels if k.generated and any(g.hoisted for g in k.body.groups)]
+    assert rows, "a kernel with per-row reductions"
+    text = cuda.render([k.body for k in lowered.kernels if k.generated])
+    assert "for (i64 hf_j = hf_lane;" in text and "HF_SHFL_XOR" in text
+    ptx = cuda.compile_ptx(text)
+    assert all(f".entry {k.name}(" in ptx for k in rows)
+    for k in rows:
+        group = next(g for g in k.body.groups if g.hoisted)
+        assert cuda.grid(k.body, 0) * cuda.BLOCK >= group.rows * 32
+    results = run_plans(make_plans(source, ["unfused", "xla"]), CpuDevice(), repeat=1, warmup=0)
+    assert all(r.ok for r in results)

@@ -128,12 +128,16 @@ def render_kernel(body: KernelBody) -> str:
     for group in body.groups:  # phases run one after another anyway
         depth = 1
         lines.append("  {")
-        for d in group.order:
+        opened = 0
+        for position, d in enumerate(group.order):
+            if group.hoisted and position == group.hoist_depth:  # once per outer iteration
+                lines += ["  " * (depth + 1) + "{"] + ["  " * (depth + 1) + line for line in group.hoisted]
+                opened += 1
             depth += 1
             var, size = group.vars[d], group.dims[d]
             lines.append("  " * depth + f"for (i64 {var} = 0; {var} < {size}; ++{var})")
         lines += ["  " * (depth + 1) + "{"] + ["  " * (depth + 1) + line for line in group.body] + \
-                 ["  " * (depth + 1) + "}", "  }"]
+                 ["  " * (depth + 1) + "}"] + ["  " * (depth + 1) + "}"] * opened + ["  }"]
     lines.append("}")
     return "\n".join(lines)
 

@@ -35,6 +35,11 @@ class Group:
     #: threads per element: 32 when a reduction loop is split across a warp's lanes (CUDA;
     #: the CPU runs the same code as one lane)
     lanes: int = 1
+    #: code that depends only on the first `hoist_depth` dimensions of `order` (a row's
+    #: reduction): the CPU runs it between those loops and the inner ones, once per row; a
+    #: CUDA thread runs it before `body`
+    hoisted: list[str] = field(default_factory=list)
+    hoist_depth: int = 0
 
     @property
     def elements(self) -> int:
@@ -42,6 +47,20 @@ class Group:
         for d in self.dims:
             n *= d
         return n
+
+    @property
+    def rows(self) -> int:
+        """Iterations of the loops outside the hoisted code (a CUDA warp each)."""
+        n = 1
+        for d in self.order[: self.hoist_depth]:
+            n *= self.dims[d]
+        return n
+
+    @property
+    def threads(self) -> int:
+        """CUDA threads the group takes: a warp per row when it has hoisted code, else
+        `lanes` per element."""
+        return self.rows * self.lanes if self.hoisted else self.elements * self.lanes
 
 
 @dataclass
@@ -186,6 +205,26 @@ def _element_loop(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: 
         if c is not None:
             index[minor] = Idx.of(c)
         indices.append(index)
+    loop_dims = tuple(1 if d == minor else n for d, n in enumerate(dims))
+    looped = [d for d in order if loop_dims[d] > 1]
+    hoisted, depth = [], 0
+    if len(looped) > 1:
+        # a reduction whose value does not depend on the innermost loop's index (softmax's row
+        # maximum broadcast along the row) is computed once per row, before that loop
+        depth = order.index(looped[-1])
+        outer = {names[d] for d in order[:depth]}
+        requests = _reduce_requests(em, frame, outputs, indices)
+        _start_group(em, lanes_ok=True)
+        for rframe, name, index in requests:
+            if all(v in outer for ix in index for v, _ in ix.terms):
+                em.value(rframe, name, index)
+        if em.lines:
+            # on CUDA a warp takes a row: its lanes share the hoisted reductions (shuffles
+            # leave every lane the whole), then take the row's elements in turn; the per-
+            # element code below splits nothing across lanes
+            em.line("HF_SYNC_LANES();")
+            em.lanes_ok = em.lanes_used = False
+        hoisted, em.lines = em.lines, []
     # every value first, then the stores: an output may share its buffer with an input that
     # another output (or another lane) still reads at this element
     values = [[em.value(frame, name, index)[leaf] for name, leaf, _ in outputs] for index in indices]
@@ -194,8 +233,22 @@ def _element_loop(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: 
     for index, row in zip(indices, values):
         for (_, _, out_shape), arg, value in zip(outputs, out_args, row):
             em.line(f"{arg}[{linear(index, out_shape.dims, out_shape.minor_to_major).c()}] = {value};")
-    loop_dims = tuple(1 if d == minor else n for d, n in enumerate(dims))
-    return Group(loop_dims, order, names, em.lines, lanes=_lanes(em))
+    return Group(loop_dims, order, names, em.lines, lanes=LANES if hoisted else _lanes(em), hoisted=hoisted,
+                 hoist_depth=depth if hoisted else 0)
+
+
+def _reduce_requests(em: Emitter, frame: Frame, outputs, indices) -> list[tuple[Frame, str, list[Idx]]]:
+    """The reductions (outside any other reduction's loop) the outputs' code computes, with
+    the index each is read at: found by writing that code once and throwing it away."""
+    requests = []
+    em.reduce_requests = requests
+    try:
+        for index in indices:
+            for name, _, _ in outputs:
+                em.value(frame, name, index)
+    finally:
+        em.reduce_requests = None
+    return requests
 
 
 def reduction_hero(comp: ir.Computation, leaves) -> ir.Instruction | None:

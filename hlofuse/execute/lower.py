@@ -361,7 +361,7 @@ class Lowerer:
     def lower_kernel(self, scope: _Scope, instr: ir.Instruction, operands: list[Tree], steps: list) -> Tree:
         label = f"{scope.comp.name}/{instr.name}"
         kind = _kernel_kind(instr)
-        if _is_library(instr):
+        if _is_library(instr, self.module):
             outputs = self._output_tree(scope, instr)
             flat_in = []
             for t in operands:
@@ -512,16 +512,35 @@ def _staged(lowerer: Lowerer, copies: list[Copy], state: set[int]) -> list[Copy]
 # ------------------------------------------------------------------------------------------
 
 
-def _is_library(instr: ir.Instruction) -> bool:
+def _is_library(instr: ir.Instruction, module: ir.Module | None = None) -> bool:
+    """A library call (NumPy or CuPy runs it), or a kernel hlofuse generates.  A kCustom
+    fusion (XLA:CPU's YNNPACK fusions, XLA:GPU's Triton fusions) is one kernel in XLA's plan:
+    hlofuse generates that one kernel when everything in it is per-element code (reductions,
+    elementwise ops, broadcasts...), and calls the library only for the fusions that hold a
+    library op (a dot, a convolution...)."""
     if instr.opcode == "fusion":
-        return instr.fusion_kind == "kCustom"
+        if instr.fusion_kind != "kCustom":
+            return False
+        return module is None or not _generatable(module, module[instr.fused_computation.lstrip("%")])
     if instr.opcode == "custom-call":
         return (instr.custom_call_target or "") not in THREEFRY_TARGETS
     return instr.opcode in LIBRARY_OPCODES
 
 
+def _generatable(module: ir.Module, comp: ir.Computation) -> bool:
+    """Whether every instruction of a fused computation (and of the fusions it nests) is
+    per-element code the generator writes."""
+    for instr in comp.instructions:
+        if instr.opcode == "fusion":
+            if not _generatable(module, module[instr.fused_computation.lstrip("%")]):
+                return False
+        elif instr.opcode not in emit.EMITTERS or _is_library(instr):
+            return False
+    return True
+
+
 def _kernel_kind(instr: ir.Instruction) -> str:
-    if instr.opcode == "fusion":
+    if instr.opcode == "fusion":  # a generated kCustom fusion keeps its kind
         return instr.fusion_kind or "kLoop"
     if _is_library(instr):
         return "library"

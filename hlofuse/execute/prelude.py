@@ -119,6 +119,7 @@ def _math(target: str) -> str:
 
 CPU_HEAD = r"""
 #include <math.h>
+#define HF_CPU 1
 /* inlined, so that a loop calling helpers is one straight body the compiler vectorizes */
 #define HF_FN static inline __attribute__((always_inline))
 #define HF_INF __builtin_inf()
@@ -147,6 +148,7 @@ HF_SELECT_BITS(u8, u8) HF_SELECT_BITS(u16, u16) HF_SELECT_BITS(u32, u32) HF_SELE
 """
 
 CUDA_HEAD = r"""
+#define HF_CPU 0
 #define HF_FN static __device__ __forceinline__
 #define HF_INF __int_as_float(0x7f800000)
 #define HF_NAN __int_as_float(0x7fc00000)
