@@ -126,6 +126,9 @@ def render_kernel(body: KernelBody) -> str:
     if any(g.lanes > 1 for g in body.groups):  # reductions split across lanes on CUDA: one lane here
         lines.append("  const i64 hf_lane = 0, hf_lanes = 1;")
     for group in body.groups:  # phases run one after another anyway
+        if group.cpu_body is not None:  # the CPU's own loop nest for this group
+            lines += ["  {"] + ["    " + line for line in group.cpu_body] + ["  }"]
+            continue
         depth = 1
         lines.append("  {")
         opened = 0

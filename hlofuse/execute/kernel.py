@@ -40,6 +40,8 @@ class Group:
     #: CUDA thread runs it before `body`
     hoisted: list[str] = field(default_factory=list)
     hoist_depth: int = 0
+    #: the whole loop nest as the CPU runs it instead (a column reduction), or None
+    cpu_body: list[str] | None = None
 
     @property
     def elements(self) -> int:
@@ -163,6 +165,12 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
     if hero is not None:
         groups.append(_reduction_with_side_outputs(em, frame, hero, leaves, out_args))
         return body
+    hero = column_reduction(comp, leaves)
+    if hero is not None:
+        group = _elements(em, frame, leaves, out_args, 0)  # CUDA: a thread per output
+        group.cpu_body = _columns_on_cpu(em, frame, hero, leaves[0][2], out_args[0])
+        groups.append(group)
+        return body
     by_dims: dict[tuple[int, ...], list[int]] = {}
     for k, (_, _, shape) in enumerate(leaves):
         by_dims.setdefault(shape.dims, []).append(k)
@@ -249,6 +257,63 @@ def _reduce_requests(em: Emitter, frame: Frame, outputs, indices) -> list[tuple[
     finally:
         em.reduce_requests = None
     return requests
+
+
+#: Outputs of a column reduction kept in one local array of partial results on the CPU.
+COLUMN_OUTPUTS = 8192
+
+
+def column_reduction(comp: ir.Computation, leaves) -> ir.Instruction | None:
+    """A kernel whose root is a reduce that keeps the input's contiguous dimension (batch
+    norm's mean over [N,H,W] of [N,H,W,C]): outputs adjacent in the input, so the CPU sweeps
+    the input once in its own order, adding each row into its outputs at once (XLA's column-
+    reduction tiling) instead of one output at a time down a stride."""
+    root = comp.root
+    if root.opcode != "reduce" or len(root.operands) != 2 or len(leaves) != 1:
+        return None
+    src = comp[root.operands[0]].shape
+    reduced = set(attrs.dimensions(root))
+    if not reduced or not src.minor_to_major or src.minor_to_major[0] in reduced:
+        return None  # a row reduction: the input's contiguous dimension is reduced
+    if root.shape.elements > COLUMN_OUTPUTS or root.shape.element_type not in ("f32", "f64", "s32", "s64", "u32",
+                                                                                 "u64"):
+        return None
+    return root
+
+
+def _columns_on_cpu(em: Emitter, frame: Frame, hero: ir.Instruction, out_shape: ir.Shape, out: str) -> list[str]:
+    """The CPU's loop nest of a column reduction: partial results in a local array (indexed
+    like the output), the input swept in its own order, the loop over the kept dimensions
+    innermost (contiguous: vectorized).  Each output still takes its elements in order, so the
+    result is the reference's to the bit."""
+    _start_group(em)
+    comp = frame.comp
+    src = comp[hero.operands[0]].shape
+    reduced = set(attrs.dimensions(hero))
+    kept = [d for d in range(src.rank) if d not in reduced]
+    et = out_shape.element_type
+    t = ctype(et)
+    acc = em.fresh("cols")
+    init = em.one(frame, hero.operands[1], [])
+    em.line(f"{t} {acc}[{out_shape.elements}];")
+    fill = em.loop_var(out_shape.elements, "j")
+    em.line(f"for (i64 {fill} = 0; {fill} < {out_shape.elements}; ++{fill}) {acc}[{fill}] = {init};")
+    index: list[Idx] = [Idx()] * src.rank
+    loops = []
+    for d in reversed(src.minor_to_major):  # the input's order, major to minor
+        var = em.loop_var(src.dims[d], "c")
+        index[d] = Idx.of(var)
+        loops.append((var, src.dims[d]))
+    from .emit import _loops
+
+    with _loops(em, loops):
+        value = em.one(frame, hero.operands[0], index)
+        out_index = [index[d] for d in kept]
+        slot = f"{acc}[{linear(out_index, out_shape.dims, out_shape.minor_to_major).c()}]"
+        em.line(f"{slot} = {em.apply(hero.called[0], [[slot], [value]])[0]};")
+    store = em.loop_var(out_shape.elements, "j")
+    em.line(f"for (i64 {store} = 0; {store} < {out_shape.elements}; ++{store}) {out}[{store}] = {acc}[{store}];")
+    return em.lines
 
 
 def reduction_hero(comp: ir.Computation, leaves) -> ir.Instruction | None:
