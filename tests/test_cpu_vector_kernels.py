@@ -270,3 +270,26 @@ ENTRY main { x = f32[3,37] parameter(0)  five = f32[] constant(5)
     runner.set_inputs([x])
     runner.run()
     assert np.array_equal(runner.outputs()[0], np.full(3, 42.0, np.float32))
+
+
+def test_small_dots_are_generated_on_the_cpu_and_large_ones_go_to_blas():
+    """XLA:CPU's rnn_scan: f32[16,128] x f32[128,128] in the loop body, a generated loop nest
+    (a row of results, the contracting loop outside the vectorized row loop); the same dots
+    stay library calls when the device asks for none (CUDA: cuBLAS), and a dot above
+    GENERATED_DOT_MACS goes to NumPy's BLAS without the evaluator."""
+    from hlofuse import bench
+    from hlofuse.execute import lower as lowering
+
+    source = bench.load_source(str(SAMPLES / "cpu" / "rnn_scan"))
+    module = bench.make_plans(source, ["xla"])[0].module
+    generated = lower(module, generated_dots=True)
+    dots = [k for k in generated.kernels if k.kind == "kCustom"]
+    assert dots and all(k.generated and k.body.groups[0].cpu_body for k in dots)
+    assert all(not k.generated for k in lower(module).kernels if k.kind == "kCustom")
+    results = bench.run_plans(bench.make_plans(source, ["unfused", "xla"]), CpuDevice(), repeat=1, warmup=0)
+    assert all(r.ok for r in results)
+    big = bench.make_plans(bench.load_source(str(SAMPLES / "cpu" / "mlp")), ["xla"])[0].module
+    lowered = lower(big, generated_dots=True)
+    library = [k for k in lowered.kernels if not k.generated]
+    assert library and all(cpu.plain_dot(lowered, k) is not None for k in library)
+    assert lowering.GENERATED_DOT_MACS == 1 << 20

@@ -262,6 +262,54 @@ def launcher(fn, buffers: list[np.ndarray]):
 # ------------------------------------------------------------------------------------------
 
 
+def plain_dot(lowered, kernel):
+    """(lhs input, rhs input, the dot) when a library kernel is a dot of two of its inputs (a
+    dot instruction, or a library fusion holding only one, as XLA:CPU's YNNPACK dot
+    fusions), else None."""
+    instr = kernel.instr
+    if instr.opcode == "dot":
+        return 0, 1, instr
+    if instr.opcode != "fusion" or any(s.is_tuple for s in kernel.shapes):
+        return None
+    comp = lowered.module[instr.fused_computation.lstrip("%")]
+    root = comp.root
+    if root.opcode != "dot" or len(comp.instructions) != 3:
+        return None
+    lhs, rhs = (comp[o] for o in root.operands)
+    if lhs.opcode != "parameter" or rhs.opcode != "parameter":
+        return None
+    if len(instr.operands) != kernel.n_inputs:  # an operand is a tuple: inputs are not operands
+        return None
+    return lhs.parameter_number, rhs.parameter_number, root
+
+
+def _dot_call(lowered, kernel, handles, spec):
+    """A dot run straight by NumPy on views of the buffers bound once (no evaluator, no copy
+    of the inputs): Python's share of a call is a few microseconds."""
+    from . import arrays, numeric
+    from .interp import dot_dims
+
+    lhs, rhs, dot = spec
+    n_in = kernel.n_inputs
+    shapes = kernel.shapes
+    views = [numeric.from_physical(h[: s.elements], s) for h, s in zip(handles[:n_in], shapes[:n_in])]
+    a, b = views[lhs], views[rhs]
+    out_handle, out_shape = handles[n_in], shapes[n_in]
+    dims = dot_dims(dot)
+    dtype = numeric.np_dtype(out_shape.element_type)
+    plain_out = tuple(out_shape.minor_to_major) == tuple(range(out_shape.rank - 1, -1, -1))
+    out_view = out_handle[: out_shape.elements].reshape(out_shape.dims) if plain_out else None
+
+    def call():
+        result = arrays.dot_general(a, b, *dims, dtype)
+        if out_view is not None:
+            out_view[...] = result
+        else:
+            out_handle[: out_shape.elements] = numeric.to_physical(result, out_shape)
+
+    return call
+
+
 def library_call(lowered, kernel, handles, target_module=np):
     """A library kernel (dot, convolution, sort, library custom call...) evaluated by the
     reference evaluator's implementation of its instruction, on logical views of the
@@ -269,6 +317,9 @@ def library_call(lowered, kernel, handles, target_module=np):
     from .interp import HANDLERS, Evaluator
     from . import numeric
 
+    spec = plain_dot(lowered, kernel) if kernel.shapes else None
+    if spec is not None:
+        return _dot_call(lowered, kernel, handles, spec)
     instr = kernel.instr
     evaluator = Evaluator(lowered.module)
     n_in = kernel.n_inputs
@@ -317,6 +368,8 @@ class CpuDevice:
     name = "cpu"
     #: batch elements per loop-kernel call: a block, so each step reads the pool rows together
     loop_tile = 64
+    #: dots as generated kernels (a vectorized loop nest), not NumPy called back from C
+    generated_dots = True
 
     def describe(self) -> str:
         return f"cpu ({cpu_name()}, {os.cpu_count()} cores, kernels compiled by {compiler()}, {self.clock} clock)"

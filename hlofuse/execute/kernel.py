@@ -165,6 +165,11 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
     if hero is not None:
         groups.append(_reduction_with_side_outputs(em, frame, hero, leaves, out_args))
         return body
+    if comp.root.opcode == "dot" and len(leaves) == 1:
+        group = _elements(em, frame, leaves, out_args, 0)  # a thread per output (CUDA keeps cuBLAS)
+        group.cpu_body = _dot_on_cpu(em, frame, comp.root, leaves[0][2], out_args[0])
+        groups.append(group)
+        return body
     hero = column_reduction(comp, leaves)
     if hero is not None:
         group = _elements(em, frame, leaves, out_args, 0)  # CUDA: a thread per output
@@ -313,6 +318,71 @@ def _columns_on_cpu(em: Emitter, frame: Frame, hero: ir.Instruction, out_shape: 
         em.line(f"{slot} = {em.apply(hero.called[0], [[slot], [value]])[0]};")
     store = em.loop_var(out_shape.elements, "j")
     em.line(f"for (i64 {store} = 0; {store} < {out_shape.elements}; ++{store}) {out}[{store}] = {acc}[{store}];")
+    return em.lines
+
+
+def _dot_on_cpu(em: Emitter, frame: Frame, dot: ir.Instruction, out_shape: ir.Shape, out: str) -> list[str] | None:
+    """A dot's CPU loop nest: for each (batch, lhs row), a local row of results over the rhs's
+    free dimensions, each contracting index adding lhs[k] * rhs[k, :] into it (the row loop
+    innermost, contiguous in a row-major rhs: vectorized), then the row stored.  Each output
+    sums its products in order, in the output type (f32 as XLA accumulates f32 dots).  None
+    (the per-element loop then) when a row does not fit a local array."""
+    from .emit import _loops
+    from .interp import dot_dims
+
+    comp = frame.comp
+    ls, rs = comp[dot.operands[0]].shape, comp[dot.operands[1]].shape
+    lc, rc, lb, rb = dot_dims(dot)
+    lfree = [d for d in range(ls.rank) if d not in lc and d not in lb]
+    rfree = [d for d in range(rs.rank) if d not in rc and d not in rb]
+    row = 1
+    for d in rfree:
+        row *= rs.dims[d]
+    if row > COLUMN_OUTPUTS:
+        return None
+    _start_group(em)
+    t = ctype(out_shape.element_type)
+    acc = em.fresh("row")
+    em.line(f"{t} {acc}[{max(row, 1)}];")
+    li, ri = [Idx()] * ls.rank, [Idx()] * rs.rank
+    out_index: list[Idx] = []
+    outer = []
+    for a, b in zip(lb, rb):
+        var = em.loop_var(ls.dims[a], "b")
+        li[a] = ri[b] = Idx.of(var)
+        out_index.append(Idx.of(var))
+        outer.append((var, ls.dims[a]))
+    for d in lfree:
+        var = em.loop_var(ls.dims[d], "m")
+        li[d] = Idx.of(var)
+        out_index.append(Idx.of(var))
+        outer.append((var, ls.dims[d]))
+    with _loops(em, outer):
+        fill = em.loop_var(row, "j")
+        em.line(f"for (i64 {fill} = 0; {fill} < {row}; ++{fill}) {acc}[{fill}] = 0;")
+        contract = []
+        for a, b in zip(lc, rc):
+            var = em.loop_var(ls.dims[a], "k")
+            li[a] = ri[b] = Idx.of(var)
+            contract.append((var, ls.dims[a]))
+        with _loops(em, contract):
+            x = em.let(out_shape.element_type, f"({t}){em.one(frame, dot.operands[0], li)}")
+            cols = []
+            for d in rfree:
+                var = em.loop_var(rs.dims[d], "n")
+                ri[d] = Idx.of(var)
+                cols.append((var, rs.dims[d]))
+            with _loops(em, cols):
+                y = em.one(frame, dot.operands[1], ri)
+                slot = linear([Idx.of(v) for v, _ in cols], tuple(n for _, n in cols),
+                              tuple(range(len(cols) - 1, -1, -1))).c()
+                em.line(f"{acc}[{slot}] += {x} * ({t}){y};")
+        cols = [(em.loop_var(rs.dims[d], "n"), rs.dims[d]) for d in rfree]
+        with _loops(em, cols):
+            slot = linear([Idx.of(v) for v, _ in cols], tuple(n for _, n in cols),
+                          tuple(range(len(cols) - 1, -1, -1))).c()
+            index = out_index + [Idx.of(v) for v, _ in cols]
+            em.line(f"{out}[{linear(index, out_shape.dims, out_shape.minor_to_major).c()}] = {acc}[{slot}];")
     return em.lines
 
 
