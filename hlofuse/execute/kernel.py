@@ -184,8 +184,9 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
     return body
 
 
-#: A minor dimension of at most this many elements is unrolled inside the element loop.
-UNROLL_MINOR = 8
+#: Minor dimensions unrolled inside the element loop: sizes whose rows GCC vectorizes as
+#: groups of accesses (it gives up on a group of 5, 6, 7).
+UNROLL_MINOR = frozenset({2, 3, 4, 8})
 
 
 def _elements(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int) -> Group:
@@ -199,7 +200,7 @@ def _elements(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int)
     branches keeps one element per iteration."""
     shape = outputs[0][2]
     order = tuple(reversed(shape.minor_to_major))
-    if len(shape.dims) > 1 and 1 < shape.dims[order[-1]] <= UNROLL_MINOR:
+    if len(shape.dims) > 1 and shape.dims[order[-1]] in UNROLL_MINOR:
         group = _element_loop(em, frame, outputs, out_args, gid, order[-1])
         if not any(line.lstrip().startswith(("if (", "} else")) for line in group.body):
             return group
