@@ -511,3 +511,27 @@ def test_triton_normalization_fusions_are_one_kernel_a_warp_per_row_and_compile_
         assert cuda.grid(k.body, 0) * cuda.BLOCK >= group.rows * 32
     results = run_plans(make_plans(source, ["unfused", "xla"]), CpuDevice(), repeat=1, warmup=0)
     assert all(r.ok for r in results)
+
+
+@needs_nvcc
+def test_column_reductions_are_tiled_on_cuda_and_swept_in_order_on_the_cpu():
+    """Batch norm's means over [16,16,16] of f32[16,16,16,64] (XLA:GPU's input fusions): on
+    CUDA a block takes 32 adjacent outputs by 8 slices of the 4096 rows, the slices meeting in
+    shared memory (2 blocks of 256 threads, where a thread per output made 64 threads); on
+    the CPU one sweep of the input into 64 partial sums; both compile, the CPU's matches."""
+    from hlofuse.bench import load_source, make_plans, run_plans
+    from hlofuse.execute.kernel import COLUMN_SLICES, COLUMN_TILE
+
+    source = load_source(str(SAMPLES / "gpu-current-h100" / "batch_norm"))
+    lowered = lower(make_plans(source, ["xla"])[0].module)
+    columns = [k for k in lowered.kernels if k.generated and k.body.groups[0].cuda_body is not None]
+    assert len(columns) == 2
+    for kernel in columns:
+        group = kernel.body.groups[0]
+        assert group.elements == 64 and group.cpu_body is not None
+        assert cuda.grid(kernel.body, 0) == 2 and COLUMN_TILE * COLUMN_SLICES == cuda.BLOCK
+    text = cuda.render([k.body for k in lowered.kernels if k.generated])
+    assert "__syncthreads();" in text and "__shared__ f32" in text
+    ptx = cuda.compile_ptx(text)
+    assert all(f".entry {k.name}(" in ptx for k in columns)
+    assert all(r.ok for r in run_plans(make_plans(source, ["unfused", "xla"]), CpuDevice(), repeat=1, warmup=0))

@@ -56,6 +56,11 @@ def render_kernel(body: KernelBody) -> str:
         for group in body.groups:
             if group.phase != phase:
                 continue
+            if group.cuda_body is not None:  # a block's own code (a column reduction's tile)
+                lines += ["  {", "  const i64 hf_tx = threadIdx.x % 32, hf_ty = threadIdx.x / 32;",
+                          "  const i64 hf_col = (i64)blockIdx.x * 32 + hf_tx;"]
+                lines += ["  " + line for line in group.cuda_body] + ["  }"]
+                continue
             if group.hoisted:
                 lines += _row_group(group)
                 continue

@@ -42,6 +42,9 @@ class Group:
     hoist_depth: int = 0
     #: the whole loop nest as the CPU runs it instead (a column reduction), or None
     cpu_body: list[str] | None = None
+    #: a CUDA block's code instead of a thread per element (a column reduction's tile:
+    #: COLUMN_TILE outputs by COLUMN_SLICES slices of the reduced rows), or None
+    cuda_body: list[str] | None = None
 
     @property
     def elements(self) -> int:
@@ -60,8 +63,11 @@ class Group:
 
     @property
     def threads(self) -> int:
-        """CUDA threads the group takes: a warp per row when it has hoisted code, else
-        `lanes` per element."""
+        """CUDA threads the group takes: a tile of COLUMN_TILE x COLUMN_SLICES per
+        COLUMN_TILE outputs (a column reduction), a warp per row when it has hoisted code,
+        else `lanes` per element."""
+        if self.cuda_body is not None:
+            return -(-self.elements // COLUMN_TILE) * COLUMN_TILE * COLUMN_SLICES
         return self.rows * self.lanes if self.hoisted else self.elements * self.lanes
 
 
@@ -172,8 +178,9 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
         return body
     hero = column_reduction(comp, leaves)
     if hero is not None:
-        group = _elements(em, frame, leaves, out_args, 0)  # CUDA: a thread per output
+        group = _elements(em, frame, leaves, out_args, 0)
         group.cpu_body = _columns_on_cpu(em, frame, hero, leaves[0][2], out_args[0])
+        group.cuda_body = _columns_on_cuda(em, frame, hero, leaves[0][2], out_args[0])
         groups.append(group)
         return body
     by_dims: dict[tuple[int, ...], list[int]] = {}
@@ -384,6 +391,81 @@ def _dot_on_cpu(em: Emitter, frame: Frame, dot: ir.Instruction, out_shape: ir.Sh
                           tuple(range(len(cols) - 1, -1, -1))).c()
             index = out_index + [Idx.of(v) for v, _ in cols]
             em.line(f"{out}[{linear(index, out_shape.dims, out_shape.minor_to_major).c()}] = {acc}[{slot}];")
+    return em.lines
+
+
+#: A CUDA column-reduction tile: adjacent outputs (a warp, reading adjacent elements of each
+#: input row) by slices of the reduced rows (the warps of a 256-thread block).
+COLUMN_TILE = 32
+COLUMN_SLICES = 8
+
+
+def _columns_on_cuda(em: Emitter, frame: Frame, hero: ir.Instruction, out_shape: ir.Shape, out: str) -> list[str]:
+    """A column reduction tiled as XLA's reduction emitter tiles one: a block takes
+    COLUMN_TILE adjacent outputs (hf_tx, coalesced reads along the input's contiguous
+    dimension) and COLUMN_SLICES slices of the reduced rows (hf_ty: rows hf_ty, hf_ty + 8,
+    ...); each thread reduces its slice, the slices meet in shared memory, and the first
+    warp combines them in order and stores.  Outputs with few, long columns (batch norm's 64
+    means over 4096 rows) then keep 8x the threads busy."""
+    _start_group(em)
+    comp = frame.comp
+    src = comp[hero.operands[0]].shape
+    reduced_dims = set(attrs.dimensions(hero))
+    kept = [d for d in range(src.rank) if d not in reduced_dims]
+    reduced = [d for d in reversed(src.minor_to_major) if d in reduced_dims]  # major to minor
+    et = out_shape.element_type
+    t = ctype(et)
+    n_out = out_shape.elements
+    rows = 1
+    for d in reduced:
+        rows *= src.dims[d]
+    part, have = em.fresh("part"), em.fresh("have")
+    acc, started = em.fresh("acc"), em.fresh("started")
+    em.line(f"__shared__ {t} {part}[{COLUMN_SLICES}][{COLUMN_TILE + 1}];")
+    em.line(f"__shared__ pred {have}[{COLUMN_SLICES}][{COLUMN_TILE + 1}];")
+    em.line(f"{t} {acc} = 0; pred {started} = 0;")
+    em.ranges["hf_col"] = (0, -(-n_out // COLUMN_TILE) * COLUMN_TILE - 1)
+    em.ranges["hf_ty"] = (0, COLUMN_SLICES - 1)
+    em.ranges["hf_tx"] = (0, COLUMN_TILE - 1)
+    out_index: list[Idx] = [Idx()] * out_shape.rank
+
+    def decompose(flat: str, dims: list[int], sizes: list[int]) -> list[Idx]:
+        out, stride = [], 1
+        strides = []
+        for size in reversed(sizes):
+            strides.append(stride)
+            stride *= size
+        strides.reverse()
+        for size, st in zip(sizes, strides):
+            expr = f"({flat} / {st})" if st > 1 else flat
+            out.append(Idx.of(em.var(f"{expr} % {size}" if size > 1 else "0", 0, max(size - 1, 0))))
+        return out
+
+    with em.block(f"if (hf_col < {n_out})"):
+        # the output's physical order, major to minor: adjacent threads, adjacent outputs
+        order = list(reversed(out_shape.minor_to_major))
+        for k, ix in zip(order, decompose("hf_col", order, [out_shape.dims[k] for k in order])):
+            out_index[k] = ix
+        index: list[Idx] = [Idx()] * src.rank
+        for k, d in enumerate(kept):
+            index[d] = out_index[k]
+        row = em.fresh("row")
+        em.ranges[row] = (0, rows - 1)
+        with em.block(f"for (i64 {row} = hf_ty; {row} < {rows}; {row} += {COLUMN_SLICES})"):
+            for d, ix in zip(reduced, decompose(row, reduced, [src.dims[d] for d in reduced])):
+                index[d] = ix
+            elem = em.one(frame, hero.operands[0], index)
+            new = em.let(et, em.apply(hero.called[0], [[acc], [elem]])[0])
+            em.line(f"{acc} = {started} ? {new} : {elem}; {started} = 1;")
+    em.line(f"{part}[hf_ty][hf_tx] = {acc}; {have}[hf_ty][hf_tx] = {started};")
+    em.line("__syncthreads();")
+    with em.block(f"if (hf_ty == 0 && hf_col < {n_out})"):
+        total = em.fresh("total")
+        em.line(f"{t} {total} = {em.one(frame, hero.operands[1], [])};")
+        with em.block(f"for (int s = 0; s < {COLUMN_SLICES}; ++s)"):
+            combined = em.let(et, em.apply(hero.called[0], [[total], [f"{part}[s][hf_tx]"]])[0])
+            em.line(f"if ({have}[s][hf_tx]) {total} = {combined};")
+        em.line(f"{out}[hf_col] = {total};")  # hf_col counts outputs in their physical order
     return em.lines
 
 
