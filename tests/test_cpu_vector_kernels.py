@@ -295,3 +295,17 @@ def test_small_dots_are_generated_on_the_cpu_and_large_ones_go_to_blas():
     library = [k for k in lowered.kernels if not k.generated]
     assert library and all(cpu.plain_dot(lowered, k) is not None for k in library)
     assert lowering.GENERATED_DOT_MACS == 1 << 20
+
+
+def test_an_element_loop_writing_over_its_inputs_is_still_vectorized():
+    """The legacy XLA:GPU cart-pole's step writes the four state arrays in place (each read
+    at its own index): no restrict, so an ivdep pragma, and the loop vectorized (GCC gave up
+    on the alias checks of 14 pointers)."""
+    bodies, text = _rendered("gpu-legacy-rtx2080ti/cartpole_c_separate", "xla")
+    body = next(b for b in bodies if b.name == "k_loop_select_fusion")
+    assert not body.distinct_args and body.groups[0].independent
+    lines = text.splitlines()
+    start = lines.index("void k_loop_select_fusion(void** b) {")
+    loop = next(i for i in range(start, len(lines)) if lines[i].lstrip().startswith("for ("))
+    assert lines[loop - 1] == "#pragma GCC ivdep"
+    assert loop + 1 in _vectorized_lines(text)

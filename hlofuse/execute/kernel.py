@@ -42,6 +42,10 @@ class Group:
     hoist_depth: int = 0
     #: the whole loop nest as the CPU runs it instead (a column reduction), or None
     cpu_body: list[str] | None = None
+    #: whether iterations are independent even where an output shares its buffer with an
+    #: input: the lowering lets them share only when the input is read at the output's own
+    #: index, and each element's values are all computed before its stores (an element loop)
+    independent: bool = False
     #: a CUDA block's code instead of a thread per element (a column reduction's tile:
     #: COLUMN_TILE outputs by COLUMN_SLICES slices of the reduced rows), or None
     cuda_body: list[str] | None = None
@@ -255,7 +259,7 @@ def _element_loop(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: 
         for (_, _, out_shape), arg, value in zip(outputs, out_args, row):
             em.line(f"{arg}[{linear(index, out_shape.dims, out_shape.minor_to_major).c()}] = {value};")
     return Group(loop_dims, order, names, em.lines, lanes=LANES if hoisted else _lanes(em), hoisted=hoisted,
-                 hoist_depth=depth if hoisted else 0)
+                 hoist_depth=depth if hoisted else 0, independent=True)
 
 
 def _reduce_requests(em: Emitter, frame: Frame, outputs, indices) -> list[tuple[Frame, str, list[Idx]]]:
