@@ -139,10 +139,11 @@ def render_kernel(body: KernelBody) -> str:
             depth += 1
             var, size = group.vars[d], group.dims[d]
             looped = [p for p, e in enumerate(group.order) if group.dims[e] > 1] or [len(group.order) - 1]
-            if position == looped[-1] and group.independent and not body.distinct_args:
-                # no restrict (an output is written over an input it reads at the same
-                # index): tell GCC the iterations are independent, or it gives up on the
-                # run-time alias checks of a dozen pointers and leaves the loop scalar
+            if position == looped[-1] and group.independent:
+                # tell GCC the iterations are independent: without restrict (an output written
+                # over an input it reads at the same index) it gives up on the run-time alias
+                # checks of a dozen pointers, and with it on a row's side outputs stored
+                # between the row's loads; either way the loop stayed scalar
                 lines.append("#pragma GCC ivdep")
             lines.append("  " * depth + f"for (i64 {var} = 0; {var} < {size}; ++{var})")
         lines += ["  " * (depth + 1) + "{"] + ["  " * (depth + 1) + line for line in group.body] + \

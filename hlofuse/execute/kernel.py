@@ -44,7 +44,8 @@ class Group:
     cpu_body: list[str] | None = None
     #: whether iterations are independent even where an output shares its buffer with an
     #: input: the lowering lets them share only when the input is read at the output's own
-    #: index, and each element's values are all computed before its stores (an element loop)
+    #: index, and each element's values are all computed before its stores (an element
+    #: loop, a reduction's row with its side outputs)
     independent: bool = False
     #: a CUDA block's code instead of a thread per element (a column reduction's tile:
     #: COLUMN_TILE outputs by COLUMN_SLICES slices of the reduced rows), or None
@@ -513,7 +514,7 @@ def _reduction_with_side_outputs(em: Emitter, frame: Frame, hero: ir.Instruction
     for (name, k, shape), arg in mine:
         em.line(f"{arg}[{linear(index, shape.dims, shape.minor_to_major).c()}] = {values[k]};")
     order = tuple(reversed(next(iter(hero.shape.leaves())).minor_to_major))
-    return Group(dims, order, names, em.lines, lanes=_lanes(em))
+    return Group(dims, order, names, em.lines, lanes=_lanes(em), independent=True)
 
 
 def concatenate_hero(comp: ir.Computation) -> ir.Instruction | None:
