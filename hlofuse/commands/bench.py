@@ -116,13 +116,18 @@ def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file,
             reference = next((p.module for p in plan_list if p.module is not None), None)
             if reference is not None:
                 inputs = bench.read_inputs(inputs_file, reference)
-        prepared = bench.prepare(plan_list, dev, inputs=inputs, seed=seed, progress=bar, limits=limits,
-                                 xla_program=source.program if compare_xla else False, xla_threads=xla_threads)
-        try:
-            bench.time_prepared([prepared], dev, repeat=repeat, progress=bar)
-        finally:
-            prepared.close()
-        results, xla = prepared.results, prepared.xla
+        if compare_xla:
+            prepared = bench.prepare(plan_list, dev, inputs=inputs, seed=seed, progress=bar, limits=limits,
+                                     xla_program=source.program, xla_threads=xla_threads)
+            try:
+                bench.time_prepared([prepared], dev, repeat=repeat, progress=bar)
+            finally:
+                prepared.close()
+            results, xla = prepared.results, prepared.xla
+        else:
+            results = bench.run_plans(plan_list, dev, inputs=inputs, seed=seed, repeat=repeat, progress=bar,
+                                      limits=limits)
+            xla = None
     frame = bench.to_frame(results)
     if csv_file:
         from ..render.csv import csv_text
