@@ -4,6 +4,7 @@ lowering's buffer reuse; the loop plan."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -535,3 +536,39 @@ def test_column_reductions_are_tiled_on_cuda_and_swept_in_order_on_the_cpu():
     ptx = cuda.compile_ptx(text)
     assert all(f".entry {k.name}(" in ptx for k in columns)
     assert all(r.ok for r in run_plans(make_plans(source, ["unfused", "xla"]), CpuDevice(), repeat=1, warmup=0))
+
+
+needs_cxx = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                               reason="no C++ compiler: the CUDA emulation compiles the kernels as C++")
+
+
+@needs_cxx
+@pytest.mark.parametrize("folder, plans", [
+    ("gpu-current-h100/cartpole_c_separate", ["unfused", "xla", "loop"]),
+    ("gpu-legacy-rtx2080ti/cartpole_b_concat_vecdone", ["unfused", "xla", "loop"]),
+    ("gpu-legacy-rtx2080ti/cartpole_a_rng_customcall", ["xla"]),
+    ("gpu-current-h100/batch_norm", ["xla"]),  # the column reductions' tiles in shared memory
+    ("gpu-current-h100/dus_fori_loop", ["xla"]),
+    ("gpu-current-h100/cumsum", ["xla"]),
+])
+def test_the_cuda_kernels_text_runs_on_the_cpu_and_matches_the_reference(folder, plans):
+    """Without a GPU: the CUDA source execute/cuda.py renders (thread mapping, CUDA-only
+    variants, CUDA's single-precision functions) compiled as C++ against an emulation of
+    CUDA's names, the grid's threads run one after another, every plan checked."""
+    from hlofuse.bench import load_source, make_plans, run_plans
+    from hlofuse.execute.cuda_emulate import EmulatedCudaDevice
+
+    results = run_plans(make_plans(load_source(str(SAMPLES / folder)), plans), EmulatedCudaDevice(), repeat=1,
+                        warmup=0)
+    for r in results:
+        assert r.ok, f"{r.name}: {r.error} (error {r.max_rel_error})"
+
+
+@needs_cxx
+def test_the_cuda_emulation_refuses_kernels_whose_lanes_exchange_values():
+    from hlofuse.bench import load_source, make_plans, run_plans
+    from hlofuse.execute.cuda_emulate import EmulatedCudaDevice
+
+    results = run_plans(make_plans(load_source(str(SAMPLES / "gpu-current-h100" / "softmax")), ["xla"]),
+                        EmulatedCudaDevice(), repeat=1, warmup=0)
+    assert not results[0].ok and "exchanges values between the lanes of a warp" in results[0].error
