@@ -172,8 +172,10 @@ def test_the_host_program_runs_the_steps_as_the_python_loop_does(selector):
 
 def test_the_host_program_is_generated_from_the_steps():
     module = hlofuse.loads(HOST)
-    text = cpu.host_source(lower(module))
-    assert text.startswith(f"void {cpu.HOST_FUNCTION}(")
+    from hlofuse.execute import host
+
+    text = host.host_source(lower(module))
+    assert text.startswith(f"void {host.HOST_FUNCTION}(")
     assert "for (;;) {" in text and "break;" in text  # the condition, no known trip count
     assert "lib[" in text  # the dot: a library call
     assert "sel == 0" in text and "sel == 1" in text

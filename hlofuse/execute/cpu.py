@@ -2,11 +2,12 @@
 library and called through ctypes, so fusion's effect is measured (and tested) without a GPU.
 
 A kernel is one C function `void k(void** buffers)`; each loop nest of the kernel body
-(kernel.Group) becomes nested `for` loops in the layout's major-to-minor order.  A launch is
-one ctypes call from the host loop (one to two microseconds: it plays the part of the GPU's
-launch overhead).  Buffers are NumPy arrays holding elements in physical layout order.  Runs
-are timed by the thread's CPU time (see CpuDevice), which a busy shared machine distorts far
-less than wall time.
+(kernel.Group) becomes nested `for` loops in the layout's major-to-minor order (or the
+group's own CPU loop nest, execute/nests.py), written for GCC's vectorizer.  A plan's steps
+run as one C function beside its kernels (execute/host.py): a launch is a C call, library
+kernels are called back into NumPy.  Buffers are NumPy arrays holding elements in physical
+layout order.  Runs are timed by the thread's CPU time (see CpuDevice), which a busy shared
+machine distorts far less than wall time.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .. import private_files
 from ..errors import BackendUnavailable, ExecutionError
 from .emit import ctype
 from .kernel import KernelBody
+from .host import HOST_FUNCTION, host_source
 from .prelude import prelude
 
 #: -O3 -march=native: the element loops vectorized for this machine's vector units (AVX2,
@@ -48,70 +50,6 @@ def render(bodies: list[KernelBody], host: str = "") -> str:
     if host:
         parts.append(host)
     return "\n".join(parts) + "\n"
-
-
-# ------------------------------------------------------------------------------------------
-# The host program: the plan's steps as C, so a launch is a C call
-# ------------------------------------------------------------------------------------------
-
-HOST_FUNCTION = "hf_run"
-
-
-def host_source(lowered) -> str:
-    """The lowered program's steps (launches, copies, while loops, conditionals) as one C
-    function `hf_run(kargs, bufs, lib)`: generated kernel i is called with kargs[i] (its
-    argument array), library kernel i through the callback lib[i] (NumPy, back in Python),
-    a copy is a memcpy between bufs[...].  XLA:CPU runs its thunks from C++ the same way;
-    a Python loop of ctypes calls would add a microsecond or two per launch, which is
-    hlofuse's overhead and not the plan's."""
-    from .lower import Conditional, Copy, Launch, While
-
-    kernels = lowered.kernels
-    lines = [f"void {HOST_FUNCTION}(void* const* kargs, void* const* bufs, void (*const* lib)(void)) {{"]
-
-    def steps(items, depth):
-        pad = "  " * depth
-        for step in items:
-            if isinstance(step, Launch):
-                k = kernels[step.kernel]
-                lines.append(f"{pad}{k.name}((void**)kargs[{step.kernel}]);" if k.generated
-                             else f"{pad}lib[{step.kernel}]();")
-            elif isinstance(step, Copy):
-                n = lowered.buffers[step.src].nbytes
-                lines.append(f"{pad}__builtin_memcpy(bufs[{step.dst}], bufs[{step.src}], {n});")
-            elif isinstance(step, While):
-                steps(step.entry, depth)
-                if step.trip_count is not None:  # XLA's WhileThunk: the body that often, no condition
-                    lines.append(f"{pad}for (i64 trip = 0; trip < {step.trip_count}LL; ++trip) {{")
-                else:
-                    lines.append(f"{pad}for (;;) {{")
-                    steps(step.cond, depth + 1)
-                    lines.append(f"{pad}  if (!*(const pred*)bufs[{step.pred}]) break;")
-                steps(step.body + step.end, depth + 1)
-                lines.append(f"{pad}}}")
-            elif isinstance(step, Conditional):
-                et = lowered.buffers[step.selector].shape.element_type
-                if et == "pred":
-                    lines.append(f"{pad}if (*(const pred*)bufs[{step.selector}]) {{")
-                    steps(step.branches[0], depth + 1)
-                    lines.append(f"{pad}}} else {{")
-                    steps(step.branches[1] if len(step.branches) > 1 else [], depth + 1)
-                    lines.append(f"{pad}}}")
-                else:
-                    last = len(step.branches) - 1
-                    lines.append(f"{pad}{{ const i64 sel = (i64)*(const {ctype(et)}*)bufs[{step.selector}];")
-                    for i, branch in enumerate(step.branches):
-                        cond = f"sel == {i}" if i < last else "1"  # out of range: the last branch
-                        lines.append(f"{pad}  {'if' if i == 0 else '} else if'} ({cond}) {{")
-                        steps(branch, depth + 2)
-                    lines.append(f"{pad}  }}")
-                    lines.append(f"{pad}}}")
-            else:
-                raise ExecutionError(f"internal: unknown step {step!r}")
-
-    steps(lowered.steps, 1)
-    lines.append("}")
-    return "\n".join(lines)
 
 
 def render_kernel(body: KernelBody) -> str:
