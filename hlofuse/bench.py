@@ -17,6 +17,11 @@ interleaved with the other plans' so that a machine's changing load hits all pla
 A plan that cannot be made for this input (`loop` without a suitable loop, a replay without
 the module before fusion) is skipped, with the reason.
 
+With `xla_program` (`bench --compare-xla`), XLA's own compiled program (execute/
+xla_program.py: the module before optimizations, compiled by an installed JAX's XLA:CPU in a
+child process) runs on the same inputs, is checked against the same reference and takes its
+turn in every timing round; each plan's `vs_xla` is its median over XLA's.
+
 Timings: the median of the runs, with their spread (min, max, interquartile range).  A
 plan's spread is its IQR over its median (with fewer than 4 runs, max − min over the median);
 above NOISY_SPREAD the plan is flagged noisy.  Ratios are of medians, and a ratio between two
