@@ -18,13 +18,24 @@ Inputs follow the paper's simulator: states and resets uniform in ±0.05, action
     .venv/bin/python bench/paper_section5.py                      # CPU, legacy XLA:GPU dumps
     .venv/bin/python bench/paper_section5.py --dumps sample_dumps/gpu-current-h100 --device cuda
     .venv/bin/python bench/paper_section5.py --markdown out/section5.md --json out/section5.json
+    HLOFUSE_JAX_PYTHON=.venv-samples-current/bin/python \
+        .venv/bin/python bench/paper_section5.py --dumps sample_dumps/cpu --compare-xla   # XLA:CPU's plans
+
+With --compare-xla, XLA's own compiled program of each variant (XLA:CPU, single-threaded, as
+`bench --compare-xla` runs it) takes its turn in the same rounds: the table gains XLA's time
+per variant, and each of the paper's changes XLA's own ratio beside hlofuse's.  NumPy's BLAS
+is held to one thread (OPENBLAS_NUM_THREADS=1, set before NumPy loads) as the kernels are.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +92,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--markdown", help="write the table (markdown) here too")
     parser.add_argument("--json", help="write every plan's numbers (JSON) here")
+    parser.add_argument("--compare-xla", action="store_true",
+                        help="run XLA's own program of each variant beside the plans (XLA:CPU; needs JAX)")
     args = parser.parse_args()
 
     device = bench.choose_device(args.device)
@@ -94,36 +107,49 @@ def main() -> int:
         plans = bench.make_plans(source, PLANS[variant])
         module = next(p.module for p in plans if p.module is not None)
         print(f"{variant}: {folder.name}: compiling and checking {', '.join(PLANS[variant])}", file=sys.stderr)
-        groups[variant] = bench.prepare(plans, device, inputs=paper_inputs(module, variant, args.seed))
+        groups[variant] = bench.prepare(plans, device, inputs=paper_inputs(module, variant, args.seed),
+                                        xla_program=source.program if args.compare_xla else False)
         sources[variant] = folder.name
     print(f"timing {args.repeat} interleaved runs of every plan on {device.describe()}", file=sys.stderr)
     bench.time_prepared(list(groups.values()), device, repeat=args.repeat)
 
     result = {v: {r.name: r for r in g.results} for v, g in groups.items()}
+    xla = {v: g.xla for v, g in groups.items() if g.xla is not None and g.xla.median_s}
+    load = os.getloadavg()
     lines = [f"Cart-pole, {Path(args.dumps).name} dumps, on {device.describe()}; median of {args.repeat} "
-             f"interleaved runs; every plan checked against the reference evaluator.", "",
-             "| variant | plan | kernels | launches | MB moved | median | vs unfused | max rel. error | ok |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+             f"interleaved runs (load average {load[0]:.2f} after); every plan checked against the reference "
+             f"evaluator.", "",
+             "| variant | plan | kernels | launches | MB moved | median | spread | vs unfused | vs XLA | max rel. error | ok |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     all_ok = True
     for v, plans in result.items():
         for r in plans.values():
             all_ok &= r.ok
             if r.median_s is None:
-                lines.append(f"| {v}: {sources[v]} | {r.name} | | | | | | | no: {r.error} |")
+                lines.append(f"| {v}: {sources[v]} | {r.name} | | | | | | | | | no: {r.error} |")
                 continue
+            vs = f"{r.vs_xla:.2f}x" if r.vs_xla else ""
             lines.append(f"| {v}: {sources[v]} | {r.name} | {r.kernels} | {r.launches} | {r.bytes / 1e6:.1f} | "
-                         f"{r.median_s * 1e3:.2f} ms | {r.speedup:.2f}x | {r.max_rel_error:.1g} | "
-                         f"{'yes' if r.ok else 'no'} |")
-    lines += ["", "| the paper's change | paper (RTX 2080 Ti) | ours | ratio of |", "|---|---:|---:|---|"]
+                         f"{r.median_s * 1e3:.2f} ms | {r.spread or 0:.0%} | {r.speedup:.2f}x | {vs} | "
+                         f"{r.max_rel_error:.1g} | {'yes' if r.ok else 'no'} |")
+        if v in xla:
+            x = xla[v]
+            lines.append(f"| {v}: {sources[v]} | {x.runner} | | | | {x.median_s * 1e3:.2f} ms | {x.spread or 0:.0%} "
+                         f"| | 1.00x | {x.max_rel_error:.1g} | {'yes' if x.ok else 'no'} |")
+    lines += ["", "| the paper's change | paper (RTX 2080 Ti) | ours | XLA's own | ratio of |",
+              "|---|---:|---:|---:|---|"]
     ratios = []
     for label, paper, (sv, sp), (fv, fp) in COMPARISONS:
         slow, fast = result[sv].get(sp), result[fv].get(fp)
         if slow is None or fast is None or not slow.median_s or not fast.median_s:
-            lines.append(f"| {label} | {paper} | n/a | {sv}.{sp} / {fv}.{fp} |")
+            lines.append(f"| {label} | {paper} | n/a | | {sv}.{sp} / {fv}.{fp} |")
             continue
         ratio = slow.median_s / fast.median_s
-        ratios.append({"change": label, "paper": paper, "ours": ratio, "slower": f"{sv}.{sp}", "faster": f"{fv}.{fp}"})
-        lines.append(f"| {label} | {paper} | {ratio:.2f}x | {sv}.{sp} / {fv}.{fp} |")
+        # XLA's own program has one plan per variant: its ratio where both sides are XLA's plan
+        own = xla[sv].median_s / xla[fv].median_s if sp == fp == "xla" and sv in xla and fv in xla else None
+        ratios.append({"change": label, "paper": paper, "ours": ratio, "slower": f"{sv}.{sp}", "faster": f"{fv}.{fp}",
+                       "xla_own": own})
+        lines.append(f"| {label} | {paper} | {ratio:.2f}x | {f'{own:.2f}x' if own else ''} | {sv}.{sp} / {fv}.{fp} |")
     fused_faster = all(result[v]["xla"].median_s < result[v]["unfused"].median_s for v in result
                        if result[v]["xla"].median_s and result[v]["unfused"].median_s)
     lines += ["", f"Every plan matches the reference: {'yes' if all_ok else 'NO'}. "
@@ -138,7 +164,8 @@ def main() -> int:
         Path(args.json).write_text(json.dumps({
             "device": device.describe(), "dumps": args.dumps, "repeat": args.repeat,
             "plans": {v: [r.to_dict() | {"times": r.times} for r in g.results] for v, g in groups.items()},
-            "ratios": ratios}, indent=2))
+            "xla": {v: g.xla.to_dict() | {"times": g.xla.times} for v, g in groups.items() if g.xla is not None},
+            "load_average": load, "ratios": ratios}, indent=2))
     return 0 if all_ok and fused_faster else 1
 
 

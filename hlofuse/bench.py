@@ -17,6 +17,11 @@ interleaved with the other plans' so that a machine's changing load hits all pla
 A plan that cannot be made for this input (`loop` without a suitable loop, a replay without
 the module before fusion) is skipped, with the reason.
 
+With `xla_program` (`bench --compare-xla`), XLA's own compiled program (execute/
+xla_program.py: the module before optimizations, compiled by an installed JAX's XLA:CPU in a
+child process) runs on the same inputs, is checked against the same reference and takes its
+turn in every timing round; each plan's `vs_xla` is its median over XLA's.
+
 Timings: the median of the runs, with their spread (min, max, interquartile range).  A
 plan's spread is its IQR over its median (with fewer than 4 runs, max − min over the median);
 above NOISY_SPREAD the plan is flagged noisy.  Ratios are of medians, and a ratio between two
@@ -66,6 +71,9 @@ class Source:
     gpu: str | None = None
     notes: list[str] = field(default_factory=list)
     evidence: tuple[str, ...] = ()
+    #: XLA's input program (the module before optimizations, what jax.jit handed XLA): what
+    #: `--compare-xla` compiles and runs with XLA itself; None when the input lacks it.
+    program: Path | None = None
 
 
 def load_source(path: str, module_name: str | None = None, stage: str | None = None) -> Source:
@@ -88,7 +96,11 @@ def load_source(path: str, module_name: str | None = None, stage: str | None = N
             before = resolved.module
     name = resolved.files[0].key if resolved.files and resolved.folder is not None and Path(path).is_dir() \
         else resolved.main.name
-    return Source(name, before, after, resolved.backend, resolved.pipeline, resolved.gpu, notes, resolved.evidence)
+    program = next((f.path for f in resolved.files if f.stage == "before_optimizations"), None)
+    if program is None and before is not None and after is None and resolved.given != "-" and Path(path).is_file():
+        program = Path(path)  # a lone unoptimized module is itself the program
+    return Source(name, before, after, resolved.backend, resolved.pipeline, resolved.gpu, notes, resolved.evidence,
+                  program)
 
 
 def unfuse(module: ir.Module) -> ir.Module:
@@ -288,6 +300,8 @@ class PlanResult:
     spread: float | None = None
     #: Whether `speedup` is closer to 1 than this plan's and `unfused`'s spreads allow to tell.
     speedup_within_noise: bool | None = None
+    #: With --compare-xla: this plan's median over XLA's own run's (below 1: faster than XLA).
+    vs_xla: float | None = None
 
     @property
     def noisy(self) -> bool:
@@ -303,7 +317,36 @@ class PlanResult:
                 "max_rel_error": _finite(self.max_rel_error), "ok": self.ok, "error": self.error,
                 "origin": self.origin, "notes": list(self.notes), "skipped": self.skipped,
                 "runs": len(self.times), "min_s": self.min_s, "max_s": self.max_s, "iqr_s": self.iqr_s,
-                "spread": self.spread, "noisy": self.noisy, "speedup_within_noise": self.speedup_within_noise}
+                "spread": self.spread, "noisy": self.noisy, "speedup_within_noise": self.speedup_within_noise,
+                "vs_xla": self.vs_xla}
+
+
+@dataclass
+class XlaResult:
+    """XLA's own compiled program run beside the plans (`--compare-xla`): its timings on the
+    same clock as the plans', its outputs checked against the same reference, or why it
+    did not run."""
+
+    ran: bool = False
+    why_not: str | None = None
+    runner: str = ""  # what ran it, in words: XLA:CPU (jax 0.10.2, single-threaded)
+    program: str = ""  # the HLO file XLA compiled
+    threads: str = "single"
+    xla_flags: str = ""
+    max_rel_error: float | None = None
+    ok: bool = False
+    times: list[float] = field(default_factory=list)
+    median_s: float | None = None
+    min_s: float | None = None
+    max_s: float | None = None
+    iqr_s: float | None = None
+    spread: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"ran": self.ran, "why_not": self.why_not, "runner": self.runner, "program": self.program,
+                "threads": self.threads, "xla_flags": self.xla_flags, "max_rel_error": _finite(self.max_rel_error),
+                "ok": self.ok, "runs": len(self.times), "median_s": self.median_s, "min_s": self.min_s,
+                "max_s": self.max_s, "iqr_s": self.iqr_s, "spread": self.spread}
 
 
 def noise_floor(a: PlanResult, b: PlanResult) -> float | None:
@@ -360,14 +403,27 @@ def run_plans(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None 
 
 @dataclass
 class Prepared:
-    """Plans compiled, checked and counted, ready to be timed."""
+    """Plans compiled, checked and counted, ready to be timed; with `--compare-xla`, XLA's own
+    program too (`xla`, and `xla_program` while it runs)."""
 
     results: list[PlanResult]
     runners: dict[str, object]
+    xla: XlaResult | None = None
+    xla_program: object | None = None
+
+    def close(self) -> None:
+        """End XLA's process, if one runs."""
+        if self.xla_program is not None:
+            self.xla_program.close()
+            self.xla_program = None
 
 
 def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = None, seed: int = 0,
-            progress: Progress | None = None, limits: "Limits | None" = None) -> Prepared:
+            progress: Progress | None = None, limits: "Limits | None" = None,
+            xla_program: Path | None | bool = None, xla_threads: str = "single") -> Prepared:
+    """Compile, run once and check every plan.  `xla_program`: the HLO file of XLA's own
+    program to run beside the plans (`Source.program`; False: not asked; None: asked, but
+    the input has none)."""
     from .execute import budget
     from .execute.inputs import random_inputs, relative_error, tolerance
     from .execute.cpu import value_leaves
@@ -401,7 +457,8 @@ def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = 
             budget.check(plan.module, limits, f"plan {plan.name}")
             if signature(plan.module) != sig:
                 raise ExecutionError(f"its inputs differ from the reference's ({plan.module.name})")
-            lowered = lower(plan.module, loop_kernels=plan.loop, loop_tile=getattr(device, "loop_tile", 1))
+            lowered = lower(plan.module, loop_kernels=plan.loop, loop_tile=getattr(device, "loop_tile", 1),
+                            generated_dots=getattr(device, "generated_dots", False))
             if plan.loop and not any(k.kind == "loop" for k in lowered.kernels):
                 raise ExecutionError("no while loop here runs as one kernel: " + "; ".join(lowered.notes)
                                      if lowered.notes else "the module has no while loop")
@@ -413,6 +470,9 @@ def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = 
             if len(outputs) != len(reference):
                 raise ExecutionError(f"{len(outputs)} outputs, the reference has {len(reference)}")
             errors = [relative_error(o, r) for o, r in zip(outputs, reference)]
+            if runner.native:  # what is timed is the device's own run of the steps: check it too
+                runner.run()
+                errors = [max(e, relative_error(o, r)) for e, o, r in zip(errors, runner.outputs(), reference)]
             result.max_rel_error = max(errors, default=0.0)
             result.ok = all(e <= tolerance(_etype(r)) for e, r in zip(errors, reference))
             result.kernels = len(lowered.kernels)
@@ -423,28 +483,68 @@ def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = 
             result.error = str(err)
             result.ok = False
         progress.advance()
-    return Prepared(ordered, runners)
+    prepared = Prepared(ordered, runners)
+    if xla_program is not False:
+        progress.stage("XLA: compiling and running its own program")
+        prepared.xla, prepared.xla_program = _start_xla(xla_program, device, inputs, reference, xla_threads)
+    return prepared
+
+
+def _start_xla(program: Path | None, device, inputs, reference, threads: str):
+    """XLA's own program started and checked, or an XlaResult saying why it does not run."""
+    from .execute.inputs import relative_error, tolerance
+    from .execute.xla_program import XlaProgram, XlaUnavailable
+
+    result = XlaResult(threads=threads, program=str(program) if program is not None else "")
+    if program is None:
+        result.why_not = "the input has no program before optimizations (XLA's input) to compile"
+        return result, None
+    if getattr(device, "name", "") != "cpu":
+        result.why_not = f"XLA's own run is compared on the CPU only (device {device.name})"
+        return result, None
+    running = XlaProgram(program, inputs, threads=threads)
+    try:
+        running.start()
+    except XlaUnavailable as why:
+        result.why_not = str(why)
+        return result, None
+    result.ran = True
+    result.runner = running.describe()
+    result.xla_flags = running.info.get("xla_flags", "")
+    if len(running.outputs) != len(reference):
+        result.why_not = f"XLA's program has {len(running.outputs)} outputs, the reference {len(reference)}"
+        result.ok = False
+    else:
+        errors = [relative_error(o, r) for o, r in zip(running.outputs, reference)]
+        result.max_rel_error = max(errors, default=0.0)
+        result.ok = all(e <= tolerance(_etype(r)) for e, r in zip(errors, reference))
+    return result, running
 
 
 def time_prepared(groups: list[Prepared], device, *, repeat: int = 5, warmup: int = 1,
                   progress: Progress | None = None) -> None:
     """Time every prepared plan of every group, interleaved (A, B, C, ..., then again), so
     that the machine's changing load affects them alike; medians and speedups over each
-    group's `unfused`."""
+    group's `unfused`.  XLA's own program, where a group runs it, takes its turn in every
+    round on the same clock (its process's CPU time beside the thread clock, or wall time)."""
     from .execute.runtime import median
 
     progress = progress or Progress()
-    entries = [(result, group.runners[result.name]) for group in groups for result in group.results
-               if result.name in group.runners]
+    clock = getattr(device, "clock", "thread")
+    entries = [(result, group.runners[result.name].run, device.measure)
+               for group in groups for result in group.results if result.name in group.runners]
+    for group in groups:
+        if group.xla_program is not None:
+            entries.append((group.xla, None, lambda _, program=group.xla_program: program.measure(clock)))
     progress.stage("timing", total=repeat * len(entries))
-    for _, runner in entries:
+    for _, run, measure in entries:
         for _ in range(warmup):
-            device.measure(runner.run)
+            measure(run)
     for _ in range(repeat):
-        for result, runner in entries:
-            result.times.append(device.measure(runner.run))
+        for result, run, measure in entries:
+            result.times.append(measure(run))
             progress.advance()
-    for result, _ in entries:
+    for result, _, _ in entries:
         result.median_s = median(result.times)
         result.min_s, result.max_s, result.iqr_s, result.spread = _spread(result.times)
     for group in groups:
@@ -455,6 +555,9 @@ def time_prepared(groups: list[Prepared], device, *, repeat: int = 5, warmup: in
                 floor = noise_floor(r, base)
                 if floor is not None and r is not base:
                     r.speedup_within_noise = 1 / floor < r.speedup < floor
+            if group.xla is not None and group.xla.median_s and r.median_s:
+                r.vs_xla = r.median_s / group.xla.median_s
+        group.close()
 
 
 def _etype(array: np.ndarray) -> str:
@@ -476,9 +579,12 @@ def to_frame(results: list[PlanResult]):
                                        "iqr_s", "spread", "noisy", "speedup_within_noise", "skipped"])
 
 
-def to_json(device_name: str, results: list[PlanResult], source: Source | None = None) -> dict:
+def to_json(device_name: str, results: list[PlanResult], source: Source | None = None,
+            xla: XlaResult | None = None) -> dict:
     payload = {"device": device_name, "plans": [r.to_dict() for r in results],
                "noisy_spread": NOISY_SPREAD}
+    if xla is not None:
+        payload["xla"] = xla.to_dict()
     if source is not None:
         payload["module"] = source.name
         payload["backend"] = source.backend
@@ -507,4 +613,5 @@ def read_inputs(path: str, module: ir.Module) -> list[np.ndarray]:
 
 
 __all__ = ["BackendUnavailable", "NotApplicable", "Plan", "PlanResult", "Source", "check_plan_names", "choose_device",
-           "load_source", "make_plans", "noise_floor", "run_plans", "to_frame", "to_json", "unfuse"]
+           "load_source", "make_plans", "noise_floor", "prepare", "run_plans", "time_prepared", "to_frame", "to_json",
+           "unfuse", "XlaResult"]

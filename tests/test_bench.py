@@ -184,3 +184,77 @@ def test_bench_on_a_gpu():
     plans = json.loads(result.output)["plans"]
     assert all(p["ok"] for p in plans)
     assert plans[1]["median_s"] < plans[0]["median_s"]
+
+
+# ------------------------------------------------------------------------------------------
+# --compare-xla: XLA's own compiled program beside the plans
+# ------------------------------------------------------------------------------------------
+
+CPU_SOFTMAX = SAMPLES / "cpu" / "softmax"
+
+
+def _jax_python() -> str | None:
+    """A Python with JAX for the comparison: HLOFUSE_JAX_PYTHON, or the samples' virtualenv."""
+    import os
+
+    for candidate in (os.environ.get("HLOFUSE_JAX_PYTHON"), REPO / ".venv-samples-current" / "bin" / "python"):
+        if candidate and Path(candidate).exists():
+            return str(candidate)
+    return None
+
+
+def test_compare_xla_degrades_to_one_line_without_jax(monkeypatch):
+    import importlib.util
+
+    if importlib.util.find_spec("jax") is not None:
+        pytest.skip("JAX is importable here")
+    monkeypatch.delenv("HLOFUSE_JAX_PYTHON", raising=False)
+    result = invoke(CPU_SOFTMAX, "--device", "cpu", "--plan", "xla", "--repeat", "1", "--compare-xla")
+    assert result.exit_code == 0, result.output
+    lines = [ln for ln in result.output.splitlines() if "XLA's own run" in ln]
+    assert len(lines) == 1 and "not compared: JAX is not importable here" in lines[0]
+    assert "Traceback" not in result.output
+    payload = json.loads(invoke(CPU_SOFTMAX, "--device", "cpu", "--plan", "xla", "--repeat", "1", "--compare-xla",
+                                "--json").output)
+    assert payload["xla"]["ran"] is False and "JAX is not importable" in payload["xla"]["why_not"]
+    assert payload["plans"][0]["vs_xla"] is None
+
+
+def test_compare_xla_with_a_python_that_has_no_jax(monkeypatch):
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("jax") is not None:
+        pytest.skip("JAX is importable here")
+    monkeypatch.setenv("HLOFUSE_JAX_PYTHON", sys.executable)
+    payload = json.loads(invoke(CPU_SOFTMAX, "--device", "cpu", "--plan", "xla", "--repeat", "1", "--compare-xla",
+                                "--json").output)
+    assert payload["xla"]["ran"] is False
+    assert payload["xla"]["why_not"].startswith("JAX does not import: ModuleNotFoundError")
+
+
+def test_compare_xla_needs_the_program_before_optimizations(tmp_path):
+    # XLA's final module alone, outside its dump: nothing XLA could be given to compile
+    fused = tmp_path / "softmax.hlo"
+    fused.write_text(next((SAMPLES / "cpu" / "softmax").glob("*after_optimizations.txt")).read_text())
+    payload = json.loads(invoke(fused, "--device", "cpu", "--plan", "xla", "--repeat", "1", "--compare-xla",
+                                "--json").output)
+    assert payload["xla"]["ran"] is False and "no program before optimizations" in payload["xla"]["why_not"]
+
+
+def test_compare_xla_runs_xlas_own_program_beside_the_plans(monkeypatch):
+    python = _jax_python()
+    if python is None:
+        pytest.skip("no Python with JAX (set HLOFUSE_JAX_PYTHON)")
+    monkeypatch.setenv("HLOFUSE_JAX_PYTHON", python)
+    result = invoke(SAMPLES / "cpu" / "cartpole_c_separate", "--device", "cpu", "--plan", "xla", "--plan", "loop",
+                    "--repeat", "3", "--compare-xla", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    xla = payload["xla"]
+    assert xla["ran"] and xla["ok"] and xla["runs"] == 3 and xla["median_s"] > 0
+    assert xla["program"].endswith("before_optimizations.txt")
+    assert "--xla_cpu_multi_thread_eigen=false" in xla["xla_flags"] and xla["threads"] == "single"
+    assert xla["max_rel_error"] < 1e-5  # XLA's f32 sine and cosine against the reference's
+    for plan in payload["plans"]:
+        assert plan["vs_xla"] == pytest.approx(plan["median_s"] / xla["median_s"])

@@ -4,6 +4,7 @@ lowering's buffer reuse; the loop plan."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -402,7 +403,7 @@ def test_device_ufunc_falls_back_where_the_library_lacks_a_method():
     assert target.tolist() == [0.0, 5.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("folder", ["gpu-current-h100/mlp", "gpu-current-h100/softmax", "gpu-current-h100/layer_norm",
+@pytest.mark.parametrize("folder", ["gpu-current-h100/mlp", "gpu-current-h100/attention",
                                     "gpu-current-h100/rnn_scan", "gpu-current-h100/argsort_rows",
                                     "gpu-legacy-rtx2080ti/conv2d_bias_relu", "gpu-legacy-rtx2080ti/top_k"])
 def test_library_kernels_through_the_bound_evaluator_equal_the_host_path(folder):
@@ -485,3 +486,86 @@ def test_index_algebra_folds_what_the_ranges_allow():
         [Idx.of("i"), Idx.of("j")]
     y = Idx.of("i") + 1  # not provably inside one block of 4
     assert floordiv(y, 4, ranges, bind).is_var("t1") and ranges["t1"] == (0, 512)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("folder", ["gpu-current-h100/softmax", "gpu-current-h100/cross_entropy",
+                                    "gpu-current-h100/layer_norm"])
+def test_triton_normalization_fusions_are_one_kernel_a_warp_per_row_and_compile_to_ptx(folder):
+    """XLA:GPU's Triton softmax fusions run as one generated kernel (not op by op through the
+    evaluator): its rows' reductions hoisted and shared by a warp's lanes, the lanes then
+    taking the row's elements; the kernel compiles to PTX, and on the CPU the plan matches
+    the reference."""
+    from hlofuse.bench import load_source, make_plans, run_plans
+
+    source = load_source(str(SAMPLES / folder))
+    plan = make_plans(source, ["xla"])[0]
+    lowered = lower(plan.module)
+    rows = [k for k in lowered.kernels if k.generated and any(g.hoisted for g in k.body.groups)]
+    assert rows, "a kernel with per-row reductions"
+    text = cuda.render([k.body for k in lowered.kernels if k.generated])
+    assert "for (i64 hf_j = hf_lane;" in text and "HF_SHFL_XOR" in text
+    ptx = cuda.compile_ptx(text)
+    assert all(f".entry {k.name}(" in ptx for k in rows)
+    for k in rows:
+        group = next(g for g in k.body.groups if g.hoisted)
+        assert cuda.grid(k.body, 0) * cuda.BLOCK >= group.rows * 32
+    results = run_plans(make_plans(source, ["unfused", "xla"]), CpuDevice(), repeat=1, warmup=0)
+    assert all(r.ok for r in results)
+
+
+@needs_nvcc
+def test_column_reductions_are_tiled_on_cuda_and_swept_in_order_on_the_cpu():
+    """Batch norm's means over [16,16,16] of f32[16,16,16,64] (XLA:GPU's input fusions): on
+    CUDA a block takes 32 adjacent outputs by 8 slices of the 4096 rows, the slices meeting in
+    shared memory (2 blocks of 256 threads, where a thread per output made 64 threads); on
+    the CPU one sweep of the input into 64 partial sums; both compile, the CPU's matches."""
+    from hlofuse.bench import load_source, make_plans, run_plans
+    from hlofuse.execute.kernel import COLUMN_SLICES, COLUMN_TILE
+
+    source = load_source(str(SAMPLES / "gpu-current-h100" / "batch_norm"))
+    lowered = lower(make_plans(source, ["xla"])[0].module)
+    columns = [k for k in lowered.kernels if k.generated and k.body.groups[0].cuda_body is not None]
+    assert len(columns) == 2
+    for kernel in columns:
+        group = kernel.body.groups[0]
+        assert group.elements == 64 and group.cpu_body is not None
+        assert cuda.grid(kernel.body, 0) == 2 and COLUMN_TILE * COLUMN_SLICES == cuda.BLOCK
+    text = cuda.render([k.body for k in lowered.kernels if k.generated])
+    assert "__syncthreads();" in text and "__shared__ f32" in text
+    ptx = cuda.compile_ptx(text)
+    assert all(f".entry {k.name}(" in ptx for k in columns)
+    assert all(r.ok for r in run_plans(make_plans(source, ["unfused", "xla"]), CpuDevice(), repeat=1, warmup=0))
+
+
+needs_cxx = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                               reason="no C++ compiler: the CUDA emulation compiles the kernels as C++")
+
+
+@needs_cxx
+@pytest.mark.parametrize("folder, plans", [
+    ("gpu-current-h100/cartpole_c_separate", ["unfused", "xla", "loop"]),
+    ("gpu-legacy-rtx2080ti/cartpole_b_concat_vecdone", ["unfused", "xla", "loop"]),
+    ("gpu-legacy-rtx2080ti/cartpole_a_rng_customcall", ["xla"]),
+    ("gpu-current-h100/batch_norm", ["xla"]),  # the column reductions' tiles in shared memory
+    ("gpu-current-h100/dus_fori_loop", ["xla"]),
+    ("gpu-current-h100/cumsum", ["xla"]),
+    # lanes exchanging partial results by shuffles: a warp per row (Triton's normalization
+    # fusions as one kernel), a warp per output (row reductions)
+    ("gpu-current-h100/softmax", ["xla"]),
+    ("gpu-current-h100/layer_norm", ["xla"]),
+    ("gpu-current-h100/cross_entropy", ["xla"]),
+    ("gpu-current-h100/segment_sum", ["xla"]),
+])
+def test_the_cuda_kernels_text_runs_on_the_cpu_and_matches_the_reference(folder, plans):
+    """Without a GPU: the CUDA source execute/cuda.py renders (thread mapping, CUDA-only
+    variants, CUDA's single-precision functions) compiled as C++ against an emulation of
+    CUDA's names (a warp's lanes as host threads meeting at each shuffle, or the grid's
+    threads one after another), every plan checked against the reference."""
+    from hlofuse.bench import load_source, make_plans, run_plans
+    from hlofuse.execute.cuda_emulate import EmulatedCudaDevice
+
+    results = run_plans(make_plans(load_source(str(SAMPLES / folder)), plans), EmulatedCudaDevice(), repeat=1,
+                        warmup=0)
+    for r in results:
+        assert r.ok, f"{r.name}: {r.error} (error {r.max_rel_error})"

@@ -60,9 +60,16 @@ class _Bar:
 @click.option("--max-iterations", type=click.IntRange(0), metavar="N",
               help="Refuse plans with a while loop whose body runs more than N times per run (default: "
                    "HLOFUSE_MAX_ITERATIONS, else 1000000).")
+@click.option("--compare-xla", is_flag=True,
+              help="Also run XLA's own compiled program (the dump's module before optimizations, compiled by the "
+                   "XLA:CPU of an installed JAX, or of the Python HLOFUSE_JAX_PYTHON names) on the same inputs, "
+                   "interleaved with the plans, and print each plan's time over XLA's.")
+@click.option("--xla-threads", type=click.Choice(["single", "xla-default"]), default="single", show_default=True,
+              help="With --compare-xla: XLA on one thread, as hlofuse's kernels run (fair on the thread clock), or "
+                   "with its default thread pools (compare with HLOFUSE_CPU_CLOCK=wall).")
 @guarded()
 def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file, as_json, csv_file,
-              memory_limit, max_iterations):
+              memory_limit, max_iterations, compare_xla, xla_threads):
     """Run fusion plans of a dump as real kernels, check them against the NumPy reference on
     the same random inputs, and time them: kernels, launches, bytes moved, median time with
     its spread (min – max, IQR; plans spreading over 10% are flagged noisy), speedup over
@@ -109,25 +116,40 @@ def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file,
             reference = next((p.module for p in plan_list if p.module is not None), None)
             if reference is not None:
                 inputs = bench.read_inputs(inputs_file, reference)
-        results = bench.run_plans(plan_list, dev, inputs=inputs, seed=seed, repeat=repeat, progress=bar,
-                                  limits=limits)
+        if compare_xla:
+            prepared = bench.prepare(plan_list, dev, inputs=inputs, seed=seed, progress=bar, limits=limits,
+                                     xla_program=source.program, xla_threads=xla_threads)
+            try:
+                bench.time_prepared([prepared], dev, repeat=repeat, progress=bar)
+            finally:
+                prepared.close()
+            results, xla = prepared.results, prepared.xla
+        else:
+            results = bench.run_plans(plan_list, dev, inputs=inputs, seed=seed, repeat=repeat, progress=bar,
+                                      limits=limits)
+            xla = None
     frame = bench.to_frame(results)
     if csv_file:
         from ..render.csv import csv_text
 
         write_atomically(csv_file, csv_text(frame))
     if as_json:
-        click.echo(json.dumps(bench.to_json(describe, results, source), indent=2))
+        click.echo(json.dumps(bench.to_json(describe, results, source, xla), indent=2))
     else:
-        _table(stdout_console(), results, describe)
+        _table(stdout_console(), results, describe, xla)
         for r in results:
             for note in r.notes:
                 err.print(f"[dim]{markup(r.name)}: {markup(note)}[/]")
+        if xla is not None and xla.why_not:
+            err.print(f"[yellow]XLA's own run: {'not compared' if not xla.ran else 'differs'}:[/] {markup(xla.why_not)}")
+        elif xla is not None and xla.ran and not xla.ok:  # XLA's own approximations, not a plan's fault
+            err.print(f"[yellow]XLA's own run differs from the reference by {xla.max_rel_error:.2g}[/] (over the "
+                      "plans' tolerance: XLA's single-precision functions, compounded by the program)")
     if any(r.failed for r in results):
         raise SystemExit(EXIT_EXECUTE)
 
 
-def _table(out, results, device: str) -> None:
+def _table(out, results, device: str, xla=None) -> None:
     from rich.table import Table
 
     from .. import bench
@@ -136,7 +158,9 @@ def _table(out, results, device: str) -> None:
     table = Table(title=f"plans on {markup(device)}: time per run, median of {runs} interleaved runs", title_justify="left",
                   box=None, padding=(0, 1))
     table.add_column("plan", no_wrap=True)
-    for name in ("kernels", "launches", "MB", "median", "min – max", "IQR", "speedup", "max err"):
+    compared = xla is not None and xla.median_s is not None
+    for name in ("kernels", "launches", "MB", "median", "min – max", "IQR", "speedup") + \
+            (("vs XLA",) if compared else ()) + ("max err",):
         table.add_column(name, justify="right", no_wrap=True)
     table.add_column("ok")
     for r in results:
@@ -156,9 +180,18 @@ def _table(out, results, device: str) -> None:
         table.add_row(
             markup(r.name), str(r.kernels), str(r.launches), f"{r.bytes / 1e6:.2f}",
             _seconds(r.median_s), spread, iqr, speedup,
+            *((f"{r.vs_xla:.2f}x" if r.vs_xla else "",) if compared else ()),
             f"{r.max_rel_error:.2g}" if r.max_rel_error is not None else "",
             "[green]yes[/]" if r.ok else f"[red]no[/] {markup(r.error or '')}")
+    if compared:
+        table.add_row(markup(xla.runner), "", "", "", _seconds(xla.median_s), f"{_seconds(xla.min_s)} – "
+                      f"{_seconds(xla.max_s)}", f"{xla.spread:.0%}" if xla.spread is not None else "", "", "1.00x",
+                      f"{xla.max_rel_error:.2g}" if xla.max_rel_error is not None else "",
+                      "[green]yes[/]" if xla.ok else "[red]no[/]")
     out.print(table)
+    if compared:
+        out.print(f"[dim]vs XLA: the plan's median over XLA's own compiled program ({markup(xla.program)}), timed in "
+                  f"the same rounds on the same clock ({markup(xla.xla_flags or 'default flags')})[/]")
     out.print("[dim]kernels: kernels each plan launches, as hlofuse lowers it; launches: per run (loop bodies times "
               "their trip counts); IQR: interquartile range of the runs over their median (max – min below 4 runs); "
               "speedup: median of unfused over median of the plan, ≈ when within the two plans' spread[/]")

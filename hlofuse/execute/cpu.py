@@ -2,11 +2,12 @@
 library and called through ctypes, so fusion's effect is measured (and tested) without a GPU.
 
 A kernel is one C function `void k(void** buffers)`; each loop nest of the kernel body
-(kernel.Group) becomes nested `for` loops in the layout's major-to-minor order.  A launch is
-one ctypes call from the host loop (one to two microseconds: it plays the part of the GPU's
-launch overhead).  Buffers are NumPy arrays holding elements in physical layout order.  Runs
-are timed by the thread's CPU time (see CpuDevice), which a busy shared machine distorts far
-less than wall time.
+(kernel.Group) becomes nested `for` loops in the layout's major-to-minor order (or the
+group's own CPU loop nest, execute/nests.py), written for GCC's vectorizer.  A plan's steps
+run as one C function beside its kernels (execute/host.py): a launch is a C call, library
+kernels are called back into NumPy.  Buffers are NumPy arrays holding elements in physical
+layout order.  Runs are timed by the thread's CPU time (see CpuDevice), which a busy shared
+machine distorts far less than wall time.
 """
 
 from __future__ import annotations
@@ -25,17 +26,29 @@ from .. import private_files
 from ..errors import BackendUnavailable, ExecutionError
 from .emit import ctype
 from .kernel import KernelBody
+from .host import HOST_FUNCTION, host_source
 from .prelude import prelude
 
-CFLAGS = ("-O2", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared", "-w")
+#: -O3 -march=native: the element loops vectorized for this machine's vector units (AVX2,
+#: AVX-512...; the cache key holds the CPU's flags, so a library built for one CPU is not
+#: loaded on another).  -ffp-contract=off: no fused multiply-adds, so each operation rounds
+#: as the reference's does.  -fno-math-errno and -fno-trapping-math: no errno from sqrt, and
+#: no floating-point traps to preserve (none are enabled), so the compiler may if-convert
+#: and vectorize; neither changes a result.  Never -ffast-math: it would let the compiler
+#: drop NaN and infinity handling (maximum's NaN propagation, the checks in vecmath) and
+#: reassociate sums, which the check against the reference relies on.
+CFLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared",
+          "-w")
 
 
-def render(bodies: list[KernelBody]) -> str:
-    """The C file holding every kernel of a plan."""
+def render(bodies: list[KernelBody], host: str = "") -> str:
+    """The C file holding every kernel of a plan (and its host program, when given)."""
     parts = [prelude("cpu")]
     for body in bodies:
         parts += body.functions
         parts.append(render_kernel(body))
+    if host:
+        parts.append(host)
     return "\n".join(parts) + "\n"
 
 
@@ -51,14 +64,28 @@ def render_kernel(body: KernelBody) -> str:
     if any(g.lanes > 1 for g in body.groups):  # reductions split across lanes on CUDA: one lane here
         lines.append("  const i64 hf_lane = 0, hf_lanes = 1;")
     for group in body.groups:  # phases run one after another anyway
+        if group.cpu_body is not None:  # the CPU's own loop nest for this group
+            lines += ["  {"] + ["    " + line for line in group.cpu_body] + ["  }"]
+            continue
         depth = 1
         lines.append("  {")
-        for d in group.order:
+        opened = 0
+        for position, d in enumerate(group.order):
+            if group.hoisted and position == group.hoist_depth:  # once per outer iteration
+                lines += ["  " * (depth + 1) + "{"] + ["  " * (depth + 1) + line for line in group.hoisted]
+                opened += 1
             depth += 1
             var, size = group.vars[d], group.dims[d]
+            looped = [p for p, e in enumerate(group.order) if group.dims[e] > 1] or [len(group.order) - 1]
+            if position == looped[-1] and group.independent:
+                # tell GCC the iterations are independent: without restrict (an output written
+                # over an input it reads at the same index) it gives up on the run-time alias
+                # checks of a dozen pointers, and with it on a row's side outputs stored
+                # between the row's loads; either way the loop stayed scalar
+                lines.append("#pragma GCC ivdep")
             lines.append("  " * depth + f"for (i64 {var} = 0; {var} < {size}; ++{var})")
         lines += ["  " * (depth + 1) + "{"] + ["  " * (depth + 1) + line for line in group.body] + \
-                 ["  " * (depth + 1) + "}", "  }"]
+                 ["  " * (depth + 1) + "}"] + ["  " * (depth + 1) + "}"] * opened + ["  }"]
     lines.append("}")
     return "\n".join(lines)
 
@@ -71,10 +98,27 @@ def compiler() -> str:
 
 
 def library_name(cc: str, source: str) -> str:
-    """The cache entry of a kernel file: keyed by the compiler, its flags, the machine and the
-    source."""
-    key = hashlib.sha256((cc + " ".join(CFLAGS) + os.uname().machine + source).encode()).hexdigest()[:24]
+    """The cache entry of a kernel file: keyed by the compiler, its flags, the machine, its
+    CPU's features (-march=native) and the source."""
+    key = hashlib.sha256((cc + " ".join(CFLAGS) + os.uname().machine + cpu_features() + source).encode()).hexdigest()[:24]
     return f"k{key}.so"
+
+
+def cpu_features() -> str:
+    """The CPU's model and feature flags (what -march=native compiles for)."""
+    lines = []
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith(("model name", "flags", "Features")):
+                    lines.append(line.strip())
+                elif not line.strip() and lines:
+                    break
+    except OSError:
+        pass
+    import platform
+
+    return "\n".join(lines) or platform.processor()
 
 
 def build_library(cc: str, source: str, folder: Path) -> Path:
@@ -133,10 +177,11 @@ def _open(lib: Path) -> ctypes.CDLL:
 
 
 class Library:
-    """The compiled kernels of one plan."""
+    """The compiled kernels of one plan, and its host program when given."""
 
-    def __init__(self, bodies: list[KernelBody]):
-        self._lib, self.path = load_library(render(bodies))
+    def __init__(self, bodies: list[KernelBody], host: str = ""):
+        self._lib, self.path = load_library(render(bodies, host))
+        self.has_host = bool(host)
 
     def kernel(self, name: str):
         fn = getattr(self._lib, name)
@@ -162,6 +207,54 @@ def launcher(fn, buffers: list[np.ndarray]):
 # ------------------------------------------------------------------------------------------
 
 
+def plain_dot(lowered, kernel):
+    """(lhs input, rhs input, the dot) when a library kernel is a dot of two of its inputs (a
+    dot instruction, or a library fusion holding only one, as XLA:CPU's YNNPACK dot
+    fusions), else None."""
+    instr = kernel.instr
+    if instr.opcode == "dot":
+        return 0, 1, instr
+    if instr.opcode != "fusion" or any(s.is_tuple for s in kernel.shapes):
+        return None
+    comp = lowered.module[instr.fused_computation.lstrip("%")]
+    root = comp.root
+    if root.opcode != "dot" or len(comp.instructions) != 3:
+        return None
+    lhs, rhs = (comp[o] for o in root.operands)
+    if lhs.opcode != "parameter" or rhs.opcode != "parameter":
+        return None
+    if len(instr.operands) != kernel.n_inputs:  # an operand is a tuple: inputs are not operands
+        return None
+    return lhs.parameter_number, rhs.parameter_number, root
+
+
+def _dot_call(lowered, kernel, handles, spec):
+    """A dot run straight by NumPy on views of the buffers bound once (no evaluator, no copy
+    of the inputs): Python's share of a call is a few microseconds."""
+    from . import arrays, numeric
+    from .interp import dot_dims
+
+    lhs, rhs, dot = spec
+    n_in = kernel.n_inputs
+    shapes = kernel.shapes
+    views = [numeric.from_physical(h[: s.elements], s) for h, s in zip(handles[:n_in], shapes[:n_in])]
+    a, b = views[lhs], views[rhs]
+    out_handle, out_shape = handles[n_in], shapes[n_in]
+    dims = dot_dims(dot)
+    dtype = numeric.np_dtype(out_shape.element_type)
+    plain_out = tuple(out_shape.minor_to_major) == tuple(range(out_shape.rank - 1, -1, -1))
+    out_view = out_handle[: out_shape.elements].reshape(out_shape.dims) if plain_out else None
+
+    def call():
+        result = arrays.dot_general(a, b, *dims, dtype)
+        if out_view is not None:
+            out_view[...] = result
+        else:
+            out_handle[: out_shape.elements] = numeric.to_physical(result, out_shape)
+
+    return call
+
+
 def library_call(lowered, kernel, handles, target_module=np):
     """A library kernel (dot, convolution, sort, library custom call...) evaluated by the
     reference evaluator's implementation of its instruction, on logical views of the
@@ -169,6 +262,9 @@ def library_call(lowered, kernel, handles, target_module=np):
     from .interp import HANDLERS, Evaluator
     from . import numeric
 
+    spec = plain_dot(lowered, kernel) if kernel.shapes else None
+    if spec is not None:
+        return _dot_call(lowered, kernel, handles, spec)
     instr = kernel.instr
     evaluator = Evaluator(lowered.module)
     n_in = kernel.n_inputs
@@ -217,6 +313,8 @@ class CpuDevice:
     name = "cpu"
     #: batch elements per loop-kernel call: a block, so each step reads the pool rows together
     loop_tile = 64
+    #: dots as generated kernels (a vectorized loop nest), not NumPy called back from C
+    generated_dots = True
 
     def describe(self) -> str:
         return f"cpu ({cpu_name()}, {os.cpu_count()} cores, kernels compiled by {compiler()}, {self.clock} clock)"
@@ -240,7 +338,34 @@ class CpuDevice:
 
     def compile(self, lowered):
         bodies = [k.body for k in lowered.kernels if k.generated]
-        return Library(bodies) if bodies else None
+        return Library(bodies, host_source(lowered))
+
+    def program(self, compiled, lowered, handles, launchers):
+        """The whole program as one C call (the host program), or None: `launchers` are the
+        runtime's launch closures, library kernels among them called back from C."""
+        if compiled is None or not compiled.has_host:
+            return None
+        fn = getattr(compiled._lib, HOST_FUNCTION)
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        fn.restype = None
+        callback = ctypes.CFUNCTYPE(None)
+        kargs = (ctypes.c_void_p * max(len(lowered.kernels), 1))()
+        lib = (callback * max(len(lowered.kernels), 1))()
+        keep = []
+        for i, kernel in enumerate(lowered.kernels):
+            launch = launchers[i][0]
+            if kernel.generated:
+                kargs[i] = ctypes.cast(launch.keepalive[0], ctypes.c_void_p)
+            else:
+                lib[i] = callback(launch)
+        bufs = (ctypes.c_void_p * max(len(handles), 1))(*[h.ctypes.data for h in handles])
+        addresses = [ctypes.cast(a, ctypes.c_void_p) for a in (kargs, bufs, lib)]
+
+        def run():
+            fn(*addresses)
+
+        run.keepalive = (kargs, bufs, lib, keep, launchers, handles)
+        return run
 
     def launcher(self, compiled, kernel, handles):
         return launcher(compiled.kernel(kernel.name), handles), 1

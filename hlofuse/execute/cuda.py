@@ -56,6 +56,14 @@ def render_kernel(body: KernelBody) -> str:
         for group in body.groups:
             if group.phase != phase:
                 continue
+            if group.cuda_body is not None:  # a block's own code (a column reduction's tile)
+                lines += ["  {", "  const i64 hf_tx = threadIdx.x % 32, hf_ty = threadIdx.x / 32;",
+                          "  const i64 hf_col = (i64)blockIdx.x * 32 + hf_tx;"]
+                lines += ["  " + line for line in group.cuda_body] + ["  }"]
+                continue
+            if group.hoisted:
+                lines += _row_group(group)
+                continue
             # a group whose reductions are split across a warp gives each element 32 threads
             # (BLOCK is a multiple of 32, so an element's lanes are one warp)
             e = "t" if group.lanes == 1 else "e"
@@ -75,14 +83,48 @@ def render_kernel(body: KernelBody) -> str:
                 if d != group.order[0]:
                     expr = f"{expr} % {size}"
                 lines.append(f"    const i64 {group.vars[d]} = {expr if size > 1 else '0'};")
-            lines += ["    " + line for line in group.body] + ["  }", "  }"]
+            lines += ["    " + line for line in group.hoisted + group.body] + ["  }", "  }"]
         lines.append("}")
         out.append("\n".join(lines))
     return "\n".join(out)
 
 
+def _row_group(group) -> list[str]:
+    """A group with per-row code (a row's reductions, hoisted out of the element loop): one
+    warp per row, as XLA's row-reduction and Triton normalization kernels give a row a block
+    of threads: the lanes compute the row's reductions together, then its elements in turn."""
+    lanes = group.lanes
+    outer, inner = group.order[: group.hoist_depth], group.order[group.hoist_depth:]
+    lines = ["  {", f"  const i64 e = t / {lanes}; const i64 hf_lane = t % {lanes}; const i64 hf_lanes = {lanes};",
+             f"  if (e < {group.rows}) {{"]
+    lines += _decompose("e", outer, group, "    ")
+    lines += ["    " + line for line in group.hoisted]
+    n = 1
+    for d in inner:
+        n *= group.dims[d]
+    lines.append(f"    for (i64 hf_j = hf_lane; hf_j < {n}; hf_j += hf_lanes) {{")
+    lines += _decompose("hf_j", inner, group, "      ")
+    lines += ["      " + line for line in group.body]
+    return lines + ["    }", "  }", "  }"]
+
+
+def _decompose(flat: str, dims, group, pad: str) -> list[str]:
+    """The index variables of `dims` (major to minor) from their flat position."""
+    out, stride, strides = [], 1, {}
+    for d in reversed(dims):
+        strides[d] = stride
+        stride *= group.dims[d]
+    for k, d in enumerate(dims):
+        size = group.dims[d]
+        expr = f"({flat} / {strides[d]})" if strides[d] > 1 else flat
+        if k:
+            expr = f"{expr} % {size}"
+        out.append(f"{pad}const i64 {group.vars[d]} = {expr if size > 1 else '0'};")
+    return out
+
+
 def grid(body: KernelBody, phase: int) -> int:
-    n = max((g.elements * g.lanes for g in body.groups if g.phase == phase), default=1)
+    n = max((g.threads for g in body.groups if g.phase == phase), default=1)
     return max(1, (n + BLOCK - 1) // BLOCK)
 
 

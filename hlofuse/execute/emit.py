@@ -140,6 +140,9 @@ class Emitter:
         self.lanes_ok = False
         self.lanes_used = False
         self.reduce_depth = 0
+        #: when a list: every reduction emitted outside another's loop is noted there as
+        #: (frame, instruction, index), for kernel.py to hoist out of inner loops
+        self.reduce_requests: list | None = None
 
     # -- text -----------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -388,7 +391,9 @@ def _compare(em, frame, instr, index):
 @emits("select")
 def _select(em, frame, instr, index):
     p, a, b = (em.one(frame, o, _operand_index(em, frame, o, index)) for o in instr.operands)
-    return [em.let(_et(instr), f"({p} ? {a} : {b})")]
+    # HF_SELECT: a branch-free blend on the CPU (a ?: there lets the compiler thread jumps
+    # through it and leave the operands' loads conditional, which keeps loops scalar)
+    return [em.let(_et(instr), f"HF_SELECT({ctype(_et(instr))}, {p}, {a}, {b})")]
 
 
 @emits("clamp")
@@ -668,6 +673,8 @@ def _accumulators(em: Emitter, shapes: list[ir.Shape], inits: list[str]) -> list
 
 @emits("reduce")
 def _reduce(em, frame, instr, index):
+    if em.reduce_requests is not None and em.reduce_depth == 0:
+        em.reduce_requests.append((frame, instr.name, list(index)))
     n = len(instr.operands) // 2
     values, inits = instr.operands[:n], instr.operands[n:]
     src = em.shape_of(frame, values[0])
@@ -707,6 +714,98 @@ def _reduce(em, frame, instr, index):
                 at[d] = Idx.of(p)
             step(at)
         return accs
+    if len(order) == 1 and n == 1 and src.dims[order[0]] >= 2 * VECTOR_PARTIALS and em.reduce_depth == 0:
+        # the CPU's variant vectorized (partial results reassociated); CUDA's as below
+        em.line("#if HF_CPU")
+        with em.block(""):
+            _vector_reduce(em, frame, instr, accs[0], values[0], operand_index, order[0], src.dims[order[0]])
+        em.line("#else")
+        with em.block(""):
+            _serial_reduce(em, frame, instr, accs, values, src, order, operand_index)
+        em.line("#endif")
+        return accs
+    _serial_reduce(em, frame, instr, accs, values, src, order, operand_index)
+    return accs
+
+
+#: Partial results of a vectorized reduction on the CPU (one vector register of f32 on AVX-512).
+VECTOR_PARTIALS = 16
+
+
+def _vector_reduce(em: Emitter, frame: Frame, instr: ir.Instruction, acc: str, value: str, operand_index: list[Idx],
+                   dim: int, size: int) -> None:
+    """A reduction over one dimension as XLA:CPU vectorizes it: VECTOR_PARTIALS partial
+    results, each over every VECTOR_PARTIALS-th element (the first chunk starts them, so the
+    init value enters once), combined into the accumulator at the end, then the tail.  The
+    reducer is applied in another order than one after another: a sum differs from the
+    reference's by rounding (XLA's reducers are associative and commutative by contract)."""
+    k = VECTOR_PARTIALS
+    et = next(iter(instr.shape.leaves())).element_type
+    t = ctype(et)
+    part = em.fresh("part")
+    hook = em.side_outputs.get((frame.uid, instr.name))
+
+    def element(ix: Idx) -> str:
+        at = list(operand_index)
+        at[dim] = ix
+        if hook is not None:
+            hook(at)
+        return em.one(frame, value, at)
+
+    def combine(a: str, b: str) -> str:
+        return em.let(et, em.apply(instr.called[0], [[a], [b]])[0])
+
+    em.line(f"{t} {part}[{k}];")
+    lane = em.loop_var(k, "l")
+    with _loops(em, [(lane, k)]):
+        em.line(f"{part}[{lane}] = {element(Idx.of(lane))};")
+    chunks = size // k
+    chunk = em.loop_var(chunks, "q")
+    em.reduce_depth += 1
+    try:
+        em.line(f"for (i64 {chunk} = 1; {chunk} < {chunks}; ++{chunk}) {{")
+        em.depth += 1
+        em.scopes.append({})
+        lane2 = em.loop_var(k, "l")
+        # kept a loop over the partials in memory: unrolled, they would be k scalar reductions
+        # of a reducer GCC does not recognize (maximum's NaN test), and stay scalar
+        em.line("#pragma GCC unroll 1")
+        with _loops(em, [(lane2, k)]):
+            em.line(f"{part}[{lane2}] = {combine(f'{part}[{lane2}]', element(Idx.of(chunk) * k + Idx.of(lane2)))};")
+        em.scopes.pop()
+        em.depth -= 1
+        em.line("}")
+        lane3 = em.loop_var(k, "l")
+        with _loops(em, [(lane3, k)]):
+            em.line(f"{acc} = {combine(acc, f'{part}[{lane3}]')};")
+        if size % k:
+            rest = em.fresh("r")
+            em.ranges[rest] = (chunks * k, size - 1)
+            with em.block(f"for (i64 {rest} = {chunks * k}; {rest} < {size}; ++{rest})"):
+                em.line(f"{acc} = {combine(acc, element(Idx.of(rest)))};")
+    finally:
+        em.reduce_depth -= 1
+
+
+def _serial_reduce(em: Emitter, frame: Frame, instr: ir.Instruction, accs: list[str], values, src: ir.Shape,
+                   order: list[int], operand_index: list[Idx]) -> None:
+    """The reduction loop element after element (split across a warp's lanes on CUDA)."""
+    started = None  # split across lanes: whether this lane's accumulators hold a value yet
+
+    def step(at: list[Idx]) -> None:
+        elems = [em.one(frame, v, at) for v in values]
+        hook = em.side_outputs.get((frame.uid, instr.name))
+        if hook is not None:  # a reduction kernel's other outputs, written as the input is read
+            hook(at)
+        new = em.apply(instr.called[0], [[a] for a in accs] + [[e] for e in elems])
+        tmp = [em.let(s.element_type, v) for s, v in zip(instr.shape.leaves(), new)]
+        for a, t, e in zip(accs, tmp, elems):
+            # the init value enters once, in lane 0: another lane starts from its first element
+            em.line(f"{a} = {t};" if started is None else f"{a} = {started} ? {t} : {e};")
+        if started is not None:
+            em.line(f"{started} = 1;")
+
+    operand_index = list(operand_index)
     loop_vars = {d: em.loop_var(src.dims[d]) for d in order}
     for d, v in loop_vars.items():
         operand_index[d] = Idx.of(v)
@@ -722,7 +821,6 @@ def _reduce(em, frame, instr, index):
         em.reduce_depth -= 1
     if strided is not None:
         _combine_lanes(em, instr, accs)
-    return accs
 
 
 def _lane_split_dim(em: Emitter, src: ir.Shape, order: list[int], instr: ir.Instruction) -> int | None:

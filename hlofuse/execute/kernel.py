@@ -14,6 +14,8 @@ from .. import attributes as attrs
 from .. import ir
 from .emit import (_BITS, LANES, Arg, EmitError, Emitter, Frame, Idx, _clamped, _start_indices, ctype,
                    linear)
+from .nests import (COLUMN_SLICES, COLUMN_TILE, column_reduction, columns_on_cpu, columns_on_cuda, dot_on_cpu,
+                    start_group)
 
 # ------------------------------------------------------------------------------------------
 # Whole kernels: output groups, in-place updates, scatter
@@ -35,6 +37,21 @@ class Group:
     #: threads per element: 32 when a reduction loop is split across a warp's lanes (CUDA;
     #: the CPU runs the same code as one lane)
     lanes: int = 1
+    #: code that depends only on the first `hoist_depth` dimensions of `order` (a row's
+    #: reduction): the CPU runs it between those loops and the inner ones, once per row; a
+    #: CUDA thread runs it before `body`
+    hoisted: list[str] = field(default_factory=list)
+    hoist_depth: int = 0
+    #: the whole loop nest as the CPU runs it instead (a column reduction), or None
+    cpu_body: list[str] | None = None
+    #: whether iterations are independent even where an output shares its buffer with an
+    #: input: the lowering lets them share only when the input is read at the output's own
+    #: index, and each element's values are all computed before its stores (an element
+    #: loop, a reduction's row with its side outputs)
+    independent: bool = False
+    #: a CUDA block's code instead of a thread per element (a column reduction's tile:
+    #: COLUMN_TILE outputs by COLUMN_SLICES slices of the reduced rows), or None
+    cuda_body: list[str] | None = None
 
     @property
     def elements(self) -> int:
@@ -42,6 +59,23 @@ class Group:
         for d in self.dims:
             n *= d
         return n
+
+    @property
+    def rows(self) -> int:
+        """Iterations of the loops outside the hoisted code (a CUDA warp each)."""
+        n = 1
+        for d in self.order[: self.hoist_depth]:
+            n *= self.dims[d]
+        return n
+
+    @property
+    def threads(self) -> int:
+        """CUDA threads the group takes: a tile of COLUMN_TILE x COLUMN_SLICES per
+        COLUMN_TILE outputs (a column reduction), a warp per row when it has hoisted code,
+        else `lanes` per element."""
+        if self.cuda_body is not None:
+            return -(-self.elements // COLUMN_TILE) * COLUMN_TILE * COLUMN_SLICES
+        return self.rows * self.lanes if self.hoisted else self.elements * self.lanes
 
 
 @dataclass
@@ -98,11 +132,8 @@ def _index_vars(em: Emitter, group_id: int, dims: tuple[int, ...], prefix: str =
 
 
 def _start_group(em: Emitter, lanes_ok: bool = False) -> None:
-    em.lines = []
-    em.depth = 0
-    em.scopes = [{}]
+    start_group(em)
     em.lanes_ok = lanes_ok
-    em.lanes_used = False
 
 
 def _lanes(em: Emitter) -> int:
@@ -144,6 +175,18 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
     if hero is not None:
         groups.append(_reduction_with_side_outputs(em, frame, hero, leaves, out_args))
         return body
+    if comp.root.opcode == "dot" and len(leaves) == 1:
+        group = _elements(em, frame, leaves, out_args, 0)  # a thread per output (CUDA keeps cuBLAS)
+        group.cpu_body = dot_on_cpu(em, frame, comp.root, leaves[0][2], out_args[0])
+        groups.append(group)
+        return body
+    hero = column_reduction(comp, leaves)
+    if hero is not None:
+        group = _elements(em, frame, leaves, out_args, 0)
+        group.cpu_body = columns_on_cpu(em, frame, hero, leaves[0][2], out_args[0])
+        group.cuda_body = columns_on_cuda(em, frame, hero, leaves[0][2], out_args[0])
+        groups.append(group)
+        return body
     by_dims: dict[tuple[int, ...], list[int]] = {}
     for k, (_, _, shape) in enumerate(leaves):
         by_dims.setdefault(shape.dims, []).append(k)
@@ -152,21 +195,85 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
     return body
 
 
+#: Minor dimensions unrolled inside the element loop: sizes whose rows GCC vectorizes as
+#: groups of accesses (it gives up on a group of 5, 6, 7).
+UNROLL_MINOR = frozenset({2, 3, 4, 8})
+
+
 def _elements(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int) -> Group:
-    """A loop over the elements of outputs that share their dimensions."""
+    """A loop over the elements of outputs that share their dimensions.  A short minor
+    dimension (the cart-pole's 4 state values) is unrolled: one iteration computes the whole
+    row, with that index a constant, so what the row's elements share is computed once and
+    a concatenate or pad along it picks its operand at generation time, no branch per element
+    (which would keep the loop over the other dimensions from being vectorized).  Only where
+    the unrolled row has no branch left: GCC 12.2 vectorizes a group of six like guarded
+    loads (a dynamic-update-slice's window, row by row) into wrong code, so a row that still
+    branches keeps one element per iteration."""
+    shape = outputs[0][2]
+    order = tuple(reversed(shape.minor_to_major))
+    if len(shape.dims) > 1 and shape.dims[order[-1]] in UNROLL_MINOR:
+        group = _element_loop(em, frame, outputs, out_args, gid, order[-1])
+        if not any(line.lstrip().startswith(("if (", "} else")) for line in group.body):
+            return group
+    return _element_loop(em, frame, outputs, out_args, gid, None)
+
+
+def _element_loop(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int, minor: int | None) -> Group:
     _start_group(em, lanes_ok=True)
     shape = outputs[0][2]
     dims = shape.dims
     names = _index_vars(em, gid, dims)
-    index = [Idx.of(v) for v in names]
+    order = tuple(reversed(shape.minor_to_major))
+    indices = []
+    for c in range(dims[minor]) if minor is not None else [None]:
+        index = [Idx.of(v) for v in names]
+        if c is not None:
+            index[minor] = Idx.of(c)
+        indices.append(index)
+    loop_dims = tuple(1 if d == minor else n for d, n in enumerate(dims))
+    looped = [d for d in order if loop_dims[d] > 1]
+    hoisted, depth = [], 0
+    if len(looped) > 1:
+        # a reduction whose value does not depend on the innermost loop's index (softmax's row
+        # maximum broadcast along the row) is computed once per row, before that loop
+        depth = order.index(looped[-1])
+        outer = {names[d] for d in order[:depth]}
+        requests = _reduce_requests(em, frame, outputs, indices)
+        _start_group(em, lanes_ok=True)
+        for rframe, name, index in requests:
+            if all(v in outer for ix in index for v, _ in ix.terms):
+                em.value(rframe, name, index)
+        if em.lines:
+            # on CUDA a warp takes a row: its lanes share the hoisted reductions (shuffles
+            # leave every lane the whole), then take the row's elements in turn; the per-
+            # element code below splits nothing across lanes
+            em.line("HF_SYNC_LANES();")
+            em.lanes_ok = em.lanes_used = False
+        hoisted, em.lines = em.lines, []
     # every value first, then the stores: an output may share its buffer with an input that
     # another output (or another lane) still reads at this element
-    values = [em.value(frame, name, index)[leaf] for name, leaf, _ in outputs]
+    values = [[em.value(frame, name, index)[leaf] for name, leaf, _ in outputs] for index in indices]
     if em.lanes_used:
         em.line("HF_SYNC_LANES();")
-    for (_, _, out_shape), arg, value in zip(outputs, out_args, values):
-        em.line(f"{arg}[{linear(index, out_shape.dims, out_shape.minor_to_major).c()}] = {value};")
-    return Group(dims, tuple(reversed(shape.minor_to_major)), names, em.lines, lanes=_lanes(em))
+    for index, row in zip(indices, values):
+        for (_, _, out_shape), arg, value in zip(outputs, out_args, row):
+            em.line(f"{arg}[{linear(index, out_shape.dims, out_shape.minor_to_major).c()}] = {value};")
+    return Group(loop_dims, order, names, em.lines, lanes=LANES if hoisted else _lanes(em), hoisted=hoisted,
+                 hoist_depth=depth if hoisted else 0, independent=True)
+
+
+def _reduce_requests(em: Emitter, frame: Frame, outputs, indices) -> list[tuple[Frame, str, list[Idx]]]:
+    """The reductions (outside any other reduction's loop) the outputs' code computes, with
+    the index each is read at: found by writing that code once and throwing it away."""
+    requests = []
+    em.reduce_requests = requests
+    try:
+        for index in indices:
+            for name, _, _ in outputs:
+                em.value(frame, name, index)
+    finally:
+        em.reduce_requests = None
+    return requests
 
 
 def reduction_hero(comp: ir.Computation, leaves) -> ir.Instruction | None:
@@ -209,7 +316,7 @@ def _reduction_with_side_outputs(em: Emitter, frame: Frame, hero: ir.Instruction
     for (name, k, shape), arg in mine:
         em.line(f"{arg}[{linear(index, shape.dims, shape.minor_to_major).c()}] = {values[k]};")
     order = tuple(reversed(next(iter(hero.shape.leaves())).minor_to_major))
-    return Group(dims, order, names, em.lines, lanes=_lanes(em))
+    return Group(dims, order, names, em.lines, lanes=_lanes(em), independent=True)
 
 
 def concatenate_hero(comp: ir.Computation) -> ir.Instruction | None:

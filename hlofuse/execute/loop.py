@@ -127,7 +127,9 @@ def _emit(em: Emitter, name: str, label: str, body: ir.Computation, cond: ir.Com
         return f"s{i}"
 
     def local(i: int, offset: str) -> str:
-        return f"{state(i)}[{lane}*{width[i]} + {offset}]" if tile > 1 else f"{state(i)}[{offset}]"
+        # element-major (each row position's tile of lanes contiguous): the lane loop then
+        # reads and writes its state with unit stride, which the compiler vectorizes
+        return f"{state(i)}[({offset})*{tile} + {lane}]" if tile > 1 else f"{state(i)}[{offset}]"
 
     def bind_element(number: int, k: int, index: list[Idx]) -> list[str]:
         s = slots[k]
@@ -149,6 +151,9 @@ def _emit(em: Emitter, name: str, label: str, body: ir.Computation, cond: ir.Com
     def lanes():
         with em.block(f"for (i64 {lane} = 0; {lane} < {tile}; ++{lane})"):
             em.line(f"const i64 {b} = {thread} * {tile} + {lane};")
+            if batch % tile == 0:  # every block is full: no guard (a branch the vectorizer would mask)
+                yield
+                return
             with em.block(f"if ({b} < {batch})"):
                 yield
 

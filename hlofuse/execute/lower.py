@@ -227,10 +227,12 @@ class Lowerer:
     """Turns a module into a Lowered program.  `loop_kernels` makes the `loop` plan: while
     loops whose body is elementwise per batch element become one kernel (execute/loop.py)."""
 
-    def __init__(self, module: ir.Module, *, loop_kernels: bool = False, loop_tile: int = 1):
+    def __init__(self, module: ir.Module, *, loop_kernels: bool = False, loop_tile: int = 1,
+                 generated_dots: bool = False):
         self.module = module
         self.loop_kernels = loop_kernels
         self.loop_tile = loop_tile
+        self.generated_dots = generated_dots
         self.buffers: list[Buffer] = []
         self.kernels: list[Kernel] = []
         self.notes: list[str] = []
@@ -360,8 +362,9 @@ class Lowerer:
 
     def lower_kernel(self, scope: _Scope, instr: ir.Instruction, operands: list[Tree], steps: list) -> Tree:
         label = f"{scope.comp.name}/{instr.name}"
-        kind = _kernel_kind(instr)
-        if _is_library(instr):
+        library = _is_library(instr, self.module, self.generated_dots, scope.comp)
+        kind = _kernel_kind(instr) if library or instr.opcode == "fusion" else instr.opcode
+        if library:
             outputs = self._output_tree(scope, instr)
             flat_in = []
             for t in operands:
@@ -512,16 +515,60 @@ def _staged(lowerer: Lowerer, copies: list[Copy], state: set[int]) -> list[Copy]
 # ------------------------------------------------------------------------------------------
 
 
-def _is_library(instr: ir.Instruction) -> bool:
+def _is_library(instr: ir.Instruction, module: ir.Module | None = None, dots: bool = False,
+                comp: ir.Computation | None = None) -> bool:
+    """A library call (NumPy or CuPy runs it), or a kernel hlofuse generates.  A kCustom
+    fusion (XLA:CPU's YNNPACK fusions, XLA:GPU's Triton fusions) is one kernel in XLA's plan:
+    hlofuse generates that one kernel when everything in it is per-element code (reductions,
+    elementwise ops, broadcasts...), and calls the library only for the fusions that hold a
+    library op (a dot, a convolution...).  With `dots` (the CPU's choice: its library is
+    NumPy, called back from C), a dot is generated too, when it is the kernel's root (its
+    own loop nest, execute/kernel.py)."""
     if instr.opcode == "fusion":
-        return instr.fusion_kind == "kCustom"
+        if instr.fusion_kind != "kCustom":
+            return False
+        return module is None or not _generatable(module, module[instr.fused_computation.lstrip("%")], dots)
     if instr.opcode == "custom-call":
         return (instr.custom_call_target or "") not in THREEFRY_TARGETS
+    if instr.opcode == "dot" and dots and comp is not None:
+        return not _generated_dot(instr, comp)
     return instr.opcode in LIBRARY_OPCODES
 
 
+#: Dots of at most this many multiply-adds are generated on the CPU; larger ones go to NumPy's
+#: BLAS, whose blocking beats a plain loop nest once its call costs little beside the work.
+GENERATED_DOT_MACS = 1 << 20
+
+
+def _generated_dot(dot: ir.Instruction, comp: ir.Computation) -> bool:
+    """Dots the CPU generates: floating point, one array out, small (GENERATED_DOT_MACS)."""
+    from .interp import dot_dims
+
+    if dot.shape.element_type not in ("f32", "f64") or dot.shape.is_tuple:
+        return False
+    lhs = comp[dot.operands[0]].shape
+    contracted = 1
+    for d in dot_dims(dot)[0]:
+        contracted *= lhs.dims[d]
+    return dot.shape.elements * contracted <= GENERATED_DOT_MACS
+
+
+def _generatable(module: ir.Module, comp: ir.Computation, dots: bool = False) -> bool:
+    """Whether every instruction of a fused computation (and of the fusions it nests) is
+    per-element code the generator writes (with `dots`: or a dot at its root)."""
+    for instr in comp.instructions:
+        if instr.opcode == "fusion":
+            if not _generatable(module, module[instr.fused_computation.lstrip("%")], dots):
+                return False
+        elif instr.opcode == "dot" and dots and instr.name == comp.root_name and _generated_dot(instr, comp):
+            continue
+        elif instr.opcode not in emit.EMITTERS or _is_library(instr):
+            return False
+    return True
+
+
 def _kernel_kind(instr: ir.Instruction) -> str:
-    if instr.opcode == "fusion":
+    if instr.opcode == "fusion":  # a generated kCustom fusion keeps its kind
         return instr.fusion_kind or "kLoop"
     if _is_library(instr):
         return "library"
@@ -616,9 +663,10 @@ def _bytes_read(comp: ir.Computation, number: int, full: int) -> int:
     return full
 
 
-def lower(module: ir.Module, *, loop_kernels: bool = False, loop_tile: int = 1) -> Lowered:
-    """`loop_tile`: batch elements one thread of a loop kernel takes (the device says)."""
+def lower(module: ir.Module, *, loop_kernels: bool = False, loop_tile: int = 1, generated_dots: bool = False) -> Lowered:
+    """`loop_tile`: batch elements one thread of a loop kernel takes; `generated_dots`: dots
+    as generated kernels rather than library calls (the device says both)."""
     from ..cycles import require_acyclic
 
     require_acyclic(module)  # a module built in memory has not met the parser's check
-    return Lowerer(module, loop_kernels=loop_kernels, loop_tile=loop_tile).lower()
+    return Lowerer(module, loop_kernels=loop_kernels, loop_tile=loop_tile, generated_dots=generated_dots).lower()

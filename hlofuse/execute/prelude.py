@@ -2,13 +2,17 @@
 where C differs (execute/numeric.py is the NumPy side of the same rules), and the math
 functions.
 
-On the CPU, float32 functions are evaluated in double precision and rounded once, exactly
-as the reference evaluator does, so CPU kernels match the reference bit for bit; on the
-GPU the single-precision CUDA functions are used, as XLA does.
+On the CPU, float32 functions are evaluated in double precision and rounded once, as the
+reference evaluator does: exp, expm1, log, log1p, logistic, tanh, sin and cos by the
+vectorizable code of execute/vecmath.py (a result may differ from the reference's by 1 ulp
+where the exact value lies next to a rounding boundary), the others by the C library's
+double-precision functions (not vectorized); on the GPU the single-precision CUDA functions
+are used, as XLA does.
 """
 
 from __future__ import annotations
 
+from . import vecmath
 from .threefry import C_SOURCE as THREEFRY
 
 TYPES = r"""
@@ -81,6 +85,13 @@ _EXACT = ("fabs", "floor", "ceil", "rint", "round")
 def _math(target: str) -> str:
     out = []
     for fn in _UNARY:
+        if target != "cuda" and fn == "sqrt":  # correctly rounded either way; sqrtf has a vector form
+            out.append("HF_FN f32 hf_sqrt_f32(f32 x) { return sqrtf(x); }")
+            out.append("HF_FN f64 hf_sqrt_f64(f64 x) { return sqrt(x); }")
+            continue
+        if target != "cuda" and fn in vecmath.FUNCTIONS:
+            out.append(f"HF_FN f64 hf_{fn}_f64(f64 x) {{ return {fn}(x); }}")
+            continue
         if target == "cuda":
             out.append(f"HF_FN f32 hf_{fn}_f32(f32 x) {{ return {fn}f(x); }}")
         else:  # double precision, rounded once: the reference evaluator's recipe
@@ -99,9 +110,8 @@ def _math(target: str) -> str:
     if target == "cuda":
         out.append("HF_FN f32 hf_rsqrt_f32(f32 x) { return rsqrtf(x); }")
         out.append("HF_FN f32 hf_logistic_f32(f32 x) { return 1.0f / (1.0f + expf(-x)); }")
-    else:
+    else:  # logistic is vecmath's
         out.append("HF_FN f32 hf_rsqrt_f32(f32 x) { return (f32)(1.0 / sqrt((f64)x)); }")
-        out.append("HF_FN f32 hf_logistic_f32(f32 x) { return (f32)(1.0 / (1.0 + exp(-(f64)x))); }")
     out.append("HF_FN f64 hf_rsqrt_f64(f64 x) { return 1.0 / sqrt(x); }")
     out.append("HF_FN f64 hf_logistic_f64(f64 x) { return 1.0 / (1.0 + exp(-x)); }")
     return "\n".join(out) + "\n"
@@ -109,7 +119,9 @@ def _math(target: str) -> str:
 
 CPU_HEAD = r"""
 #include <math.h>
-#define HF_FN static inline
+#define HF_CPU 1
+/* inlined, so that a loop calling helpers is one straight body the compiler vectorizes */
+#define HF_FN static inline __attribute__((always_inline))
 #define HF_INF __builtin_inf()
 #define HF_NAN __builtin_nan("")
 #define HF_POPCOUNT64(x) __builtin_popcountll(x)
@@ -119,12 +131,24 @@ CPU_HEAD = r"""
 #define HF_COMBINE_2 HF_COMBINE_1
 #define HF_COMBINE_4 HF_COMBINE_1
 #define HF_COMBINE_8 HF_COMBINE_1
+/* select as a blend of bits: the compiler sees data flow, no branch it could thread */
+#define HF_SELECT(T, c, a, b) hf_select_##T((c), (a), (b))
+#define HF_SELECT_BITS(T, U) HF_FN T hf_select_##T(pred c, T a, T b) { \
+  U ua, ub, r; T t; __builtin_memcpy(&ua, &a, sizeof(T)); __builtin_memcpy(&ub, &b, sizeof(T)); \
+  const U m = (U)0 - (U)(c != 0); r = (ua & m) | (ub & ~m); __builtin_memcpy(&t, &r, sizeof(T)); return t; }
 /* a reduction split across the lanes of a warp (CUDA) is one lane here: no exchange, no barrier */
 #define HF_SHFL_XOR(T, x, o) (x)
 #define HF_SYNC_LANES()
 """
 
+CPU_SELECTS = """
+HF_SELECT_BITS(f32, u32) HF_SELECT_BITS(f64, u64) HF_SELECT_BITS(pred, u8)
+HF_SELECT_BITS(i8, u8) HF_SELECT_BITS(i16, u16) HF_SELECT_BITS(i32, u32) HF_SELECT_BITS(i64, u64)
+HF_SELECT_BITS(u8, u8) HF_SELECT_BITS(u16, u16) HF_SELECT_BITS(u32, u32) HF_SELECT_BITS(u64, u64)
+"""
+
 CUDA_HEAD = r"""
+#define HF_CPU 0
 #define HF_FN static __device__ __forceinline__
 #define HF_INF __int_as_float(0x7f800000)
 #define HF_NAN __int_as_float(0x7fc00000)
@@ -143,11 +167,13 @@ CUDA_HEAD = r"""
    and a barrier before stores (an output may share its buffer with an input the other
    lanes still read) */
 #define HF_SHFL_XOR(T, x, o) ((T)__shfl_xor_sync(0xffffffffu, (x), (o)))
+#define HF_SELECT(T, c, a, b) ((c) ? (a) : (b))
 #define HF_SYNC_LANES() __syncwarp()
 """
 
 
 def prelude(target: str) -> str:
     """Everything a kernel file needs before its kernels; `target` is "cpu" or "cuda"."""
-    head = CUDA_HEAD if target == "cuda" else CPU_HEAD
-    return head + TYPES + COMMON + _math(target) + THREEFRY
+    if target == "cuda":
+        return CUDA_HEAD + TYPES + COMMON + _math(target) + THREEFRY
+    return CPU_HEAD + TYPES + CPU_SELECTS + COMMON + vecmath.c_source() + _math(target) + THREEFRY

@@ -69,6 +69,9 @@ class Runner:
             else:
                 self._launch[i] = (device.library(lowered, kernel, handles), 1)
         self._plain = self._build(lowered.steps, None)
+        # a device that runs the whole step list natively (the CPU's host program in C)
+        program = getattr(device, "program", None)
+        self._native = program(self.compiled, lowered, self.handles, self._launch) if program else None
 
     # -- inputs and outputs ---------------------------------------------------------------
     def set_inputs(self, args: Sequence) -> None:
@@ -98,7 +101,16 @@ class Runner:
         return out
 
     # -- running --------------------------------------------------------------------------
+    @property
+    def native(self) -> bool:
+        """Whether run() is the device's own run of the steps (the CPU's host program)
+        rather than this module's loop over launch closures (which count() always uses)."""
+        return self._native is not None
+
     def run(self) -> None:
+        if self._native is not None:
+            self._native()
+            return
         for step in self._plain:
             step()
 
