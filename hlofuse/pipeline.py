@@ -18,6 +18,7 @@ from .device import DeviceSpec, load_gpu
 from .errors import InputError
 from .graph import Graph, Node, Program
 from .rules import evaluate
+from .verify import verify
 
 PassFn = Callable[[Program, "Context"], bool]
 
@@ -189,6 +190,7 @@ def replay(module: ir.Module, options: Options = Options(), progress: Callable[[
 
 def _replay(module: ir.Module, options: Options, progress: Callable[[str], None] | None) -> FusionResult:
     spec = get_pipeline(options.backend, options.pipeline)
+    verify(module)  # as XLA verifies a module before its passes: a bad one fails here, not in a pass
     ctx = make_context(options)
     ctx.pipeline = spec.name
     names = [n for n, _ in spec.passes]

@@ -64,6 +64,9 @@ def explain(module: ir.Module, *, backend: str | None = None, pipeline: str | No
                 "(simplification, layout assignment, ...), so its kernels only approximate XLA's; prefer "
                 "--stage before_fusion (dump with --xla_dump_hlo_pass_re) or the after_optimizations file",))
         return ex
+    from ..verify import verify
+
+    verify(module)
     return Explainer(module, detected, dump, stage="fused").run()
 
 
