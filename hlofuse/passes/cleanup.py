@@ -8,7 +8,7 @@ counts after CSE decide tiled-transpose heroes, XLA's comment says).
 
 from __future__ import annotations
 
-from ..graph import Graph, Node, Program, add_operand
+from ..graph import CONTROL, Graph, Node, Program, add_operand
 from ..pipeline import Context
 
 #: VariadicOpSplitter's kMaxParameters.
@@ -139,9 +139,12 @@ def dce_graph(graph: Graph) -> bool:
     if all(node.users or node is root for node in graph):
         return False  # nothing dead (removing only makes dead what a dead node used)
     changed = False
+    control = graph.program is not None and graph.program.has_control
     for node in reversed(graph.post_order()):
         if node not in graph or node.users or graph.root is node or not _removable(node):
             continue
+        if control and (node.attr(CONTROL) or graph.control_successors(node)):
+            continue  # XLA's IsSafelyRemovable: an instruction with control edges stays
         remove_instruction(graph, node)
         changed = True
     return changed

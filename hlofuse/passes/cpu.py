@@ -242,12 +242,10 @@ def _wrap_or_descend(program: "Program", node: "Node", wrapped: list[bool]) -> N
 
 def wrap(node: "Node") -> "Node":
     """Make `node` the only instruction of a new kLoop fusion `wrapped_<opcode>`."""
-    fusion = g.create_fusion(node, "kLoop", name=f"wrapped_{node.opcode}",
-                             computation_name=f"wrapped_{node.opcode}_computation")
-    control = node.attr("control-predecessors")
-    if control:
-        fusion.set_attr("control-predecessors", control)
-    return fusion
+    # create_fusion relays the node's control dependencies to the fusion, as XLA's FusionWrapper
+    # does (CopyAllControlDepsFrom, DropAllControlDeps)
+    return g.create_fusion(node, "kLoop", name=f"wrapped_{node.opcode}",
+                           computation_name=f"wrapped_{node.opcode}_computation")
 
 
 # ------------------------------------------------------------------------------------------
