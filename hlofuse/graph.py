@@ -152,6 +152,12 @@ class Node:
     def is_root(self) -> bool:
         return self.graph is not None and self.graph.root is self
 
+    @property
+    def is_dead(self) -> bool:
+        """XLA's IsDead: no users and not its computation's root (a root stays, even when a
+        pass has fused it into all its users)."""
+        return not self.users and not self.is_root
+
     def fused_parameter(self, i: int) -> "Node":
         return self.fused.parameters[i]
 
@@ -294,10 +300,15 @@ class Graph:
             self.parameters = [p for p in self.parameters if p is not node]
 
     def rename(self, node: Node, new_name: str) -> None:
+        waiting = []
+        if self.program is not None and self.program.has_control:
+            waiting = [(s, self.control_predecessors(s)) for s in self.control_successors(node)]
         if self._by_name.get(node.name) is node:
             del self._by_name[node.name]
         node.name = new_name
         self._by_name[new_name] = node
+        for succ, preds in waiting:  # their edges name `node` by its new name
+            set_control_predecessors(succ, preds)
 
     def set_root(self, node: Node) -> None:
         self.root = node
@@ -922,6 +933,7 @@ def fuse_instruction(fusion: Node, producer: Node) -> Node:
     if producer.opcode == "fusion":
         return merge_fusion(fusion, producer)
     absorb_control_dependencies(fusion, producer)
+    _bind_once(fusion, producer)
     body = fusion.fused
     clone = clone_node(producer, body)
     index = fusion.operand_index(producer)
@@ -951,6 +963,7 @@ def merge_fusion(consumer: Node, producer: Node) -> Node:
     not read yet become new parameters, appended in the order that one-by-one fusion appends
     them (the producer's instructions in reverse post order, operands in order)."""
     absorb_control_dependencies(consumer, producer)
+    _bind_once(consumer, producer)
     body = consumer.fused
     inner = producer.fused
     index = consumer.operand_index(producer)
@@ -1018,6 +1031,13 @@ def _dedupe_operands(fusion: Node) -> None:
             _remove_parameter(fusion, i)
             continue
         i += 1
+
+
+def _bind_once(fusion: Node, operand: Node) -> None:
+    """A fusion that reads `operand` through several parameters (written so in the text; XLA's
+    passes never make one) reads it through one, so fusing it replaces every read."""
+    if sum(1 for op in fusion.operands if op is operand) > 1:
+        _dedupe_operands(fusion)
 
 
 def fuse_into_multi_output(fusion: Node, producer: Node) -> Node:

@@ -25,6 +25,9 @@ from .errors import HloVerifierError
 from .opcodes import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
 
 _FLOATS = ir.FLOAT_TYPES
+_INT64_MAX = 2**63 - 1
+#: Shapes whose size passed, by id (the value keeps the object alive, so its id is not reused).
+_SIZED: dict[int, ir.Shape] = {}
 _COMPLEX_PART = {"c64": "f32", "c128": "f64"}
 
 
@@ -51,6 +54,8 @@ class _Verifier:
             self.parameter_numbers(comp)
             by_name = comp.by_name
             for instr in comp.instructions:
+                if id(instr.shape) not in _SIZED:
+                    self.size(instr)
                 check = _CHECKS.get(instr.opcode)
                 if check is None:
                     if instr.opcode in UNARY_ELEMENTWISE:
@@ -90,6 +95,16 @@ class _Verifier:
             raise self.fail(comp.parameters[-1], f"computation {comp.name} has {len(numbers)} parameters but no "
                                                  f"parameter number {missing}: they must be numbered 0 to "
                                                  f"{len(numbers) - 1}")
+
+    def size(self, instr: ir.Instruction) -> None:
+        """XLA's ShapeUtil::ValidateShapeSize: an array's bytes fit an int64."""
+        for leaf in instr.shape.leaves():
+            if leaf.is_array and (leaf.elements * max(leaf.element_bits, 8) // 8 > _INT64_MAX or
+                                  any(d > _INT64_MAX for d in leaf.dims)):
+                raise self.fail(instr, f"shape {leaf.to_text(False)} of {instr.name} has more bytes than an "
+                                       f"int64 counts (XLA: size may overflow int64_t)")
+        if len(_SIZED) < 100_000:
+            _SIZED[id(instr.shape)] = instr.shape  # the parser shares one Shape per spelling
 
     # -- helpers --------------------------------------------------------------------------
     def expect(self, instr: ir.Instruction, dims, element_type: str | None = None, what: str = "") -> None:
@@ -485,7 +500,7 @@ class _Verifier:
             if inner.name == body.root_name:
                 if users[inner.name]:
                     raise self.fail(inner, f"{inner.name}, the root of fused computation {body.name}, has users")
-            elif not users[inner.name] and inner.opcode != "parameter":
+            elif not users[inner.name]:
                 raise self.fail(inner, f"{inner.name} in fused computation {body.name} has no users; only the "
                                        f"root of a fused computation may have none")
 

@@ -99,6 +99,19 @@ def test_fused_computations_have_no_dead_instructions_and_a_root_without_users()
         verify(_module("  x = f32[8] parameter(0)\n  ROOT f = f32[8] fusion(x), kind=kLoop, calls=fused", dead))
 
 
+def test_fused_computations_use_every_parameter():
+    # (a multi-output fusion pass indexed past the end of a body whose root had become a parameter)
+    unused = "fused {\n  p0 = f32[8] parameter(0)\n  ROOT p1 = f32[8] parameter(1)\n}\n\n"
+    with pytest.raises(HloVerifierError, match="p0 in fused computation fused has no users"):
+        verify(_module("  x = f32[8] parameter(0)\n  ROOT f = f32[8] fusion(x, x), kind=kLoop, calls=fused", unused))
+
+
+def test_array_sizes_fit_an_int64():
+    with pytest.raises(HloVerifierError, match="size may overflow int64_t"):
+        verify(_module("  p = f32[4294967296,4294967296] parameter(0)\n  ROOT n = f32[4294967296,4294967296] negate(p)"))
+    verify(_module("  p = s8[4294967296,1073741824] parameter(0)\n  ROOT n = s8[4294967296,1073741824] negate(p)"))
+
+
 def test_loops_and_calls_must_fit_their_computations():
     body = ("body {\n  s = (f32[2], s32[]) parameter(0)\n  ROOT t = (f32[2], s32[]) tuple(g0, g1)\n"
             "  g0 = f32[2] get-tuple-element(s), index=0\n  g1 = s32[] get-tuple-element(s), index=1\n}\n\n"

@@ -62,6 +62,13 @@ class LaunchDimensions:
     blocks: int
     threads: int
 
+    def __post_init__(self):
+        # Nothing to compute still launches one thread (XLA's CalculateLaunchDimensions for a
+        # shape of no elements); zero-sized arrays reach the replay only from hand-written text.
+        if self.blocks < 1 or self.threads < 1:
+            object.__setattr__(self, "blocks", max(self.blocks, 1))
+            object.__setattr__(self, "threads", max(self.threads, 1))
+
 
 @dataclass(frozen=True)
 class RunTimes:

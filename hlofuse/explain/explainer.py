@@ -456,6 +456,8 @@ class Explainer:
 
     def _computation_summaries(self) -> list[ComputationSummary]:
         out = []
+        for comp in reversed(self.m.computation_post_order):
+            self._runs_of(comp.name, set())  # callers first: a long call chain needs no deep recursion
         for comp in self.executed:
             kinds: Counter = Counter()
             for instr in comp.instructions:
