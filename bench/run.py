@@ -13,6 +13,7 @@ HERE = Path(__file__).resolve().parent
 SCRIPTS = [
     "parse_speed.py",  # HLO text -> Module: MB/s, instructions/s, peak memory
     "paper_section5.py",  # the paper's section V: cart-pole plans run as kernels, checked and timed
+    "wide_concat.py",  # replay and explain of a 100k-operand concatenate: time per operand
 ]
 
 

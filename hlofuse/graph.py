@@ -471,6 +471,16 @@ def _index_of(nodes: list[Node], node: Node, start: int) -> int:
         return -1
 
 
+def first_positions(node: Node) -> dict[int, int]:
+    """uid of each operand → its first position among the node's operands (what XLA's
+    operand_index answers), so that wide instructions (a concatenate of thousands of operands)
+    are not searched once per operand."""
+    out: dict[int, int] = {}
+    for i, op in enumerate(node.operands):
+        out.setdefault(op.uid, i)
+    return out
+
+
 def add_operand(node: Node, operand: Node) -> None:
     _touch(node)
     # node uses operand already iff operand is among its operands: ask the shorter list
