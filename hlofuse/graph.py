@@ -664,6 +664,29 @@ class Program:
                     order.append(g)
         return order
 
+    def remove_dead_graphs(self) -> bool:
+        """Remove every computation the entry no longer reaches through calls and fusions
+        (XLA's HloDCE, RecursivelyRemoveDeadComputations): fused computations of fusions that
+        were merged away, and computations nothing called to begin with."""
+        if self.entry is None:
+            return False
+        live = {self.entry.name}
+        stack = [self.entry]
+        while stack:
+            for node in stack.pop()._nodes.values():
+                callees = node.called
+                if node.fused is not None:
+                    callees = [node.fused.name, *callees]
+                for name in callees:
+                    graph = self.graphs.get(name)
+                    if graph is not None and name not in live:
+                        live.add(name)
+                        stack.append(graph)
+        dead = [g for name, g in self.graphs.items() if name not in live]
+        for graph in dead:
+            self.remove_graph(graph)
+        return bool(dead)
+
     def non_fusion_graphs(self) -> list[Graph]:
         return [g for g in self.graph_order() if not g.is_fusion_body]
 

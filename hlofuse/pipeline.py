@@ -209,6 +209,8 @@ def _replay(module: ir.Module, options: Options, progress: Callable[[str], None]
             progress(name)
         fn(program, ctx)
         ran.append(name)
+    # XLA's pipelines end in an HloDCE: no computation the entry does not reach is left
+    program.remove_dead_graphs()
     fused = program.to_module()
     result = FusionResult(
         module=fused,

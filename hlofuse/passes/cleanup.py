@@ -122,8 +122,8 @@ def _removable(node: Node) -> bool:
 
 
 def dce(program: Program, ctx: Context | None = None) -> bool:
-    """Remove instructions no one uses (not roots, not parameters, no side effects), and
-    fused computations no fusion calls any more."""
+    """Remove instructions no one uses (not roots, not parameters, no side effects), then
+    computations the entry no longer reaches (fused computations of fusions merged away)."""
     changed = False
     clean = program.__dict__.setdefault("_dce_clean", {})
     for graph in list(program.graphs.values()):
@@ -131,7 +131,7 @@ def dce(program: Program, ctx: Context | None = None) -> bool:
             continue
         changed |= dce_graph(graph)
         clean[graph.name] = (graph, graph.version)  # nothing dead left at this version
-    return changed
+    return program.remove_dead_graphs() or changed
 
 
 def dce_graph(graph: Graph) -> bool:
