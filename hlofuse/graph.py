@@ -959,6 +959,19 @@ def _remove_parameter(fusion: Node, index: int) -> None:
     body.parameters.sort(key=lambda p: p.parameter_number)
 
 
+def remove_unused_parameters(fusion: Node) -> bool:
+    """Remove the fused parameters nothing inside reads, with the fusion's operands for them
+    (XLA's RemoveUnusedParametersFromFusedComputation, as HloDCE calls it)."""
+    body = fusion.fused
+    removed = False
+    for index in range(len(body.parameters) - 1, -1, -1):
+        param = body.parameters[index]
+        if not param.users and body.root is not param:
+            _remove_parameter(fusion, index)
+            removed = True
+    return removed
+
+
 def fuse_instruction(fusion: Node, producer: Node) -> Node:
     """Fuse `producer` (an operand of `fusion`) into it; returns the clone inside.  The producer
     stays outside when it has other users (duplication); the caller deletes it otherwise.

@@ -239,8 +239,23 @@ def kernels_of(program: Program) -> list[Kernel]:
             if node.opcode in NON_KERNEL or node.opcode in CONTROL:
                 continue
             out.append(Kernel(node.name, kernel_kind(node), graph.name, node.members(),
-                              node.fused.root.name if node.fused is not None else node.name))
+                              node.fused.root.name if node.fused is not None else node.name,
+                              kernel_outputs(node)))
     return out
+
+
+def kernel_outputs(node: Node) -> tuple[str, ...]:
+    """The input-module instructions whose values a kernel writes: a fusion's root, or each
+    element of its root tuple (a fused parameter passed straight out: the operand it binds)."""
+    if node.fused is None:
+        return node.origin[-1:] if node.origin else (node.name,)
+    root = node.fused.root
+    names = []
+    for out in (root.operands if root.opcode == "tuple" else [root]):
+        if out.opcode == "parameter" and out.parameter_number < len(node.operands):
+            out = node.operands[out.parameter_number]
+        names.append(out.origin[-1] if out.origin else out.name)
+    return tuple(names)
 
 
 def kernel_kind(node: Node) -> str:
