@@ -1152,17 +1152,22 @@ def merge_fusion_outputs(fusion: Node, producer: Node) -> list[Node]:
     `fusion` that compute the producer's outputs."""
     graph = fusion.graph
     temps = _unfuse_into(producer, graph)
-    root_temp = temps[-1]
-    outputs = list(root_temp.operands) if root_temp.opcode == "tuple" else [root_temp]
-    if root_temp.opcode == "tuple":
-        # the tuple itself is not fused; its operands become the outputs
-        temps = temps[:-1]
-        graph.remove(root_temp)
+    body_root = producer.fused.root
+    if body_root.opcode == "parameter":  # the producer computes nothing: its value is its operand
+        outputs = [producer.operands[body_root.parameter_number]]
+    else:
+        root_temp = temps[-1]
+        outputs = list(root_temp.operands) if root_temp.opcode == "tuple" else [root_temp]
+        if root_temp.opcode == "tuple":
+            # the tuple itself is not fused; its operands become the outputs
+            temps = temps[:-1]
+            graph.remove(root_temp)
     if any(op is producer for op in fusion.operands):
         idx = fusion.operand_index(producer)
         if producer.shape.is_tuple:
             raise NotImplementedError("consumer reads a multi-output producer directly")
         set_operand(fusion, idx, outputs[0])
+        _bind_once(fusion, outputs[0])
     inner: dict[int, Node] = {}
     for temp in reversed(temps):
         if any(op is temp for op in fusion.operands):
@@ -1177,7 +1182,12 @@ def merge_fusion_outputs(fusion: Node, producer: Node) -> list[Node]:
                     add_operand(clone, fusion.fused.parameters[existing] if existing is not None
                                 else _new_parameter(fusion, op))
             inner[temp.uid] = clone
-    result = [inner[o.uid] for o in outputs if o.uid in inner]
+    result = []
+    for o in outputs:  # computed inside, or (an output passed straight through) read from outside
+        if o.uid not in inner:
+            at = next((i for i, op in enumerate(fusion.operands) if op is o), None)
+            inner[o.uid] = fusion.fused.parameters[at] if at is not None else _new_parameter(fusion, o)
+        result.append(inner[o.uid])
     for temp in reversed(temps):
         if not temp.users and temp in graph:
             graph.remove(temp)

@@ -451,6 +451,55 @@ ENTRY e {
   ROOT r = (s8[]) while(p), condition=c, body=b
 }
 """,
+    # a fusion whose computation returns its parameter, fused as a multi-output producer (IndexError)
+    'root_parameter': """HloModule test_module
+
+square {
+  p = f32[16384]{0} parameter(0)
+}
+
+exp {
+  p = f32[16384]{0} parameter(0)
+  ROOT e = f32[16384]{0} exponential(p)
+}
+
+log {
+  p = f32[16384]{0} parameter(0)
+  ROOT l = f32[16384]{0} log(p)
+}
+
+ENTRY main {
+  p = f32[16384]{0} parameter(0)
+  s = f32[16384]{0} fusion(p), kind=kLoop, calls=square
+  l = f32[16384]{0} fusion(s), kind=kInput, calls=log
+  ROOT t = (f32[16384], f32[16384]) tuple(l, s)
+}
+
+""",
+    # a kLoop scatter fusion whose buffer got fused in, then asked about a constant (TypeError)
+    'scatter_loop': """HloModule m
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+fused {
+  p0 = f32[64,32] parameter(0)
+  p1 = s32[16,1] parameter(1)
+  p2 = f32[16,1,32] parameter(2)
+  ROOT s = f32[64,32] scatter(p0, p1, p2), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+}
+
+ENTRY e {
+  c = f32[] constant(0)
+  b = f32[64,32] broadcast(c), dimensions={}
+  i = s32[16,1] parameter(0)
+  u = f32[16,1,32] parameter(1)
+  ROOT f = f32[64,32] fusion(b, i, u), kind=kLoop, calls=fused
+}
+""",
 }
 
 
