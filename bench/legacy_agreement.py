@@ -54,6 +54,7 @@ def measure(entry: dict) -> Row:
     import hlofuse
     from hlofuse.check import check
     from hlofuse.pipeline import Options
+    from hlofuse.printer import print_back_error
 
     folder = SAMPLES / entry["path"]
     start = time.perf_counter()
@@ -63,6 +64,9 @@ def measure(entry: dict) -> Row:
         # The description XLA compiled for (the manifest's build GPU name is not a spec name).
         gpu = str(REPO / entry["gpu_spec"])
         result = check(before, after, Options(backend="gpu", pipeline="legacy", gpu=gpu))
+        problem = print_back_error(result.replay.module)
+        if problem:
+            raise AssertionError(problem)
     except Exception as err:  # reported per program, never hidden
         return Row(entry["program"], 0, 0, time.perf_counter() - start, [], [], f"{type(err).__name__}: {err}")
     seconds = time.perf_counter() - start

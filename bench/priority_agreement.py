@@ -31,6 +31,7 @@ from hlofuse import load, xla_log  # noqa: E402
 from hlofuse.check import CheckResult, check  # noqa: E402
 from hlofuse.decision import Verdict  # noqa: E402
 from hlofuse.pipeline import Options  # noqa: E402
+from hlofuse.printer import print_back_error  # noqa: E402
 
 
 @dataclass
@@ -121,6 +122,9 @@ def run_one(name: str, before_path: Path, after_path: Path, log_path: Path | Non
     try:
         before, after = load(str(before_path)), load(str(after_path))
         result = check(before, after, Options(backend="gpu", pipeline="priority", gpu=gpu))
+        problem = print_back_error(result.replay.module)
+        if problem:
+            raise AssertionError(problem)
     except Exception as err:  # report, keep going
         import traceback
 

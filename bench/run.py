@@ -14,6 +14,7 @@ SCRIPTS = [
     "parse_speed.py",  # HLO text -> Module: MB/s, instructions/s, peak memory
     "paper_section5.py",  # the paper's section V: cart-pole plans run as kernels, checked and timed
     "compile_speed.py",  # compile_jax + explain next to jax.jit's compile (skipped without JAX)
+    "wide_concat.py",  # replay and explain of a 100k-operand concatenate: time per operand
 ]
 
 

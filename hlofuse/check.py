@@ -6,8 +6,9 @@ into fusions (`add.5` becomes `add.17`), so every instruction of XLA's fused mod
 mapped back to the instruction of the before-fusion module it stands for, by structure — the
 same opcode, shape and attributes applied to the same (mapped) operands.  A kernel is then the
 set of before-fusion instructions it computes; a kernel is reproduced exactly when the replay
-has a kernel with the same set and of the same kind (kLoop, kInput, ... for fusions; the same
-kernel computed by another emitter is counted as a difference, status `kind`).
+has a kernel with the same set, of the same kind (kLoop, kInput, ... for fusions; the same
+kernel computed by another emitter is counted as a difference, status `kind`) and writing the
+same values (a multi-output fusion with an output more or less: status `outputs`).
 """
 
 from __future__ import annotations
@@ -118,7 +119,19 @@ def map_fused_module(after: ir.Module, before: ir.Module,
     also fills it with (computation, instruction) → the before-fusion instruction it stands
     for, for every instruction of `after` that stands for one (those inside a fusion keyed by
     the fused computation's name)."""
-    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    return members_of(map_module(after, before, values))
+
+
+def members_of(mapped: dict[str, dict[str, tuple[tuple, tuple]]]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """map_module's answer without the values each instruction writes."""
+    return {comp: {k: members for k, (members, _) in kernels.items()} for comp, kernels in mapped.items()}
+
+
+def map_module(after: ir.Module, before: ir.Module,
+               values: dict[tuple[str, str], str] | None = None) -> dict[str, dict[str, tuple[tuple, tuple]]]:
+    """map_fused_module with, per instruction, also the before-fusion values it writes (its
+    outputs; None where an output maps to no instruction)."""
+    out: dict[str, dict[str, tuple[tuple, tuple]]] = {}
     for comp in after.computations:
         if comp.name in after.fusion_computations:
             continue
@@ -133,9 +146,10 @@ def map_fused_module(after: ir.Module, before: ir.Module,
 
 
 def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index,
-                     values: dict[tuple[str, str], str] | None = None) -> dict[str, tuple[str, ...]]:
+                     values: dict[tuple[str, str], str] | None = None) -> dict[str, tuple[tuple, tuple]]:
     value: dict[str, object] = {}  # name → before name, or a tuple of them for tuple values
     members: dict[str, tuple[str, ...]] = {}
+    outputs: dict[str, tuple] = {}
     for instr in comp.post_order:
         mapped_ops = tuple(value.get(op) for op in instr.operands)
         if instr.opcode == "parameter":
@@ -152,11 +166,13 @@ def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index,
                 # a fusion the input already had (e.g. an XLA:CPU library fusion): same kernel
                 value[instr.name] = existing
                 members[instr.name] = index.fusion_members[existing]
+                outputs[instr.name] = (existing,)
                 continue
-            result, inside = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index,
-                                         values)
+            body = module.by_name[instr.fused_computation]
+            result, inside, written = _map_fusion(module, body, mapped_ops, index, values)
             value[instr.name] = result
             members[instr.name] = inside
+            outputs[instr.name] = written
             continue
         if instr.opcode == "get-tuple-element":
             source = mapped_ops[0]
@@ -167,9 +183,17 @@ def _map_computation(module: ir.Module, comp: ir.Computation, index: _Index,
         found = _find(index, instr, mapped_ops)
         value[instr.name] = found
         members[instr.name] = (found,) if isinstance(found, str) else ()
+        outputs[instr.name] = tuple(_leaves(found))
     if values is not None:
         values.update(((comp.name, name), v) for name, v in value.items() if isinstance(v, str))
-    return members
+    return {name: (members[name], outputs[name]) for name in members}
+
+
+def _leaves(value) -> list:
+    """The before-fusion values a mapped value holds (a tuple's, flattened)."""
+    if isinstance(value, tuple):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
 
 
 def _find(index: _Index, instr: ir.Instruction, mapped_ops: tuple) -> object:
@@ -193,7 +217,8 @@ def _find(index: _Index, instr: ir.Instruction, mapped_ops: tuple) -> object:
 
 def _map_fusion(module: ir.Module, body: ir.Computation, operands: tuple, index: _Index,
                 values: dict[tuple[str, str], str] | None = None):
-    """Map a fused computation's instructions given what its parameters stand for."""
+    """Map a fused computation's instructions given what its parameters stand for: (the value
+    of its root, the instructions inside, the values it writes)."""
     value: dict[str, object] = {}
     inside: list[str] = []
     for instr in body.post_order:
@@ -203,8 +228,8 @@ def _map_fusion(module: ir.Module, body: ir.Computation, operands: tuple, index:
             continue
         mapped_ops = tuple(value.get(op) for op in instr.operands)
         if instr.opcode == "fusion" and instr.fused_computation in module.by_name:
-            result, nested = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index,
-                                         values)
+            result, nested, _ = _map_fusion(module, module.by_name[instr.fused_computation], mapped_ops, index,
+                                            values)
             value[instr.name] = result
             inside.extend(n for n in nested if n not in inside)
             continue
@@ -219,7 +244,11 @@ def _map_fusion(module: ir.Module, body: ir.Computation, operands: tuple, index:
                 inside.append(found)
     if values is not None:
         values.update(((body.name, name), v) for name, v in value.items() if isinstance(v, str))
-    return value.get(body.root_name), tuple(inside)
+    root = body.root
+    # what the kernel writes: each element of a root tuple (mapped on its own: a tuple of the
+    # same values in the input is another instruction), else the root's value
+    written = [value.get(op) for op in root.operands] if root.opcode == "tuple" else [value.get(body.root_name)]
+    return value.get(body.root_name), tuple(inside), tuple(leaf for w in written for leaf in _leaves(w))
 
 
 # ------------------------------------------------------------------------------------------
@@ -233,9 +262,13 @@ class KernelMatch:
     xla_kernel: str | None
     ours: str | None
     members: tuple[str, ...]
-    status: str  # exact | kind (same instructions, another fusion kind) | missing | extra
+    #: exact | kind (same instructions, another fusion kind) | outputs (same instructions,
+    #: other values written) | missing | extra
+    status: str
     #: (XLA's kind, ours) where the status is `kind`.
     kinds: tuple[str, str] | None = None
+    #: (the values XLA's kernel writes, the values ours writes) where the status is `outputs`.
+    outputs: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -266,6 +299,7 @@ class CheckResult:
             "kernels": [
                 {"computation": m.computation, "xla": m.xla_kernel, "ours": m.ours, "status": m.status,
                  **({"kinds": {"xla": m.kinds[0], "ours": m.kinds[1]}} if m.kinds else {}),
+                 **({"outputs": {"xla": list(m.outputs[0]), "ours": list(m.outputs[1])}} if m.outputs else {}),
                  "instructions": list(m.members),
                  "decisions": [d.to_dict() for d in self.decisions.get((m.computation, m.xla_kernel, m.ours), ())]}
                 for m in self.matches
@@ -273,19 +307,23 @@ class CheckResult:
         }
 
 
-def xla_kernels(after: ir.Module, before: ir.Module,
-                mapped: dict[str, dict[str, tuple[str, ...]]] | None = None) -> dict[str, dict[str, tuple[str, ...]]]:
+def xla_kernels(after: ir.Module, before: ir.Module, mapped=None) -> dict[str, dict[str, tuple[str, ...]]]:
     """XLA's kernels per computation: kernel name → before-fusion instructions it computes
-    (from `mapped`, map_fused_module's answer, when the caller has it)."""
+    (from `mapped`, map_module's answer, when the caller has it)."""
+    return members_of(_kernels_and_outputs(after, before, mapped))
+
+
+def _kernels_and_outputs(after: ir.Module, before: ir.Module, mapped=None) -> dict[str, dict[str, tuple[tuple, tuple]]]:
+    """xla_kernels with the before-fusion values each kernel writes."""
     from .kernels import executed_computations
 
     if mapped is None:
-        mapped = map_fused_module(after, before)
+        mapped = map_module(after, before)
     # Reducers, comparators and other called bodies run inside kernels: only the entry, loop
     # bodies and conditions, branches and called computations launch kernels.
     executed = {c.name for c in executed_computations(after)}
-    out: dict[str, dict[str, tuple[str, ...]]] = {}
-    for comp_name, members in mapped.items():
+    out: dict[str, dict[str, tuple[tuple, tuple]]] = {}
+    for comp_name, found in mapped.items():
         if comp_name not in executed:
             continue
         comp = after.by_name[comp_name]
@@ -293,7 +331,7 @@ def xla_kernels(after: ir.Module, before: ir.Module,
         for instr in comp.instructions:
             if instr.opcode in NON_KERNEL or instr.opcode in CONTROL:
                 continue
-            kernels[instr.name] = members.get(instr.name, ())
+            kernels[instr.name] = found.get(instr.name, ((), ()))
         out[comp_name] = kernels
     return out
 
@@ -337,15 +375,18 @@ _CSE_CACHE: dict[int, tuple] = {}
 
 
 def compare(result: FusionResult, after: ir.Module, *, mapped=None, with_decisions: bool = True) -> CheckResult:
-    """Compare a replay's kernels with XLA's fused module `after` (`mapped`: map_fused_module's
+    """Compare a replay's kernels with XLA's fused module `after` (`mapped`: map_module's
     answer when the caller has it; without `with_decisions`, the decisions behind each
     difference are not looked up)."""
-    theirs = xla_kernels(after, result.input, mapped)
+    found = _kernels_and_outputs(after, result.input, mapped)
+    theirs = {comp: {k: members for k, (members, _) in kernels.items()} for comp, kernels in found.items()}
     ours: dict[str, dict[str, tuple[str, ...]]] = {}
     our_kind: dict[tuple[str, str], str] = {}
+    our_outputs: dict[tuple[str, str], tuple[str, ...]] = {}
     for k in result.kernels:
         ours.setdefault(k.computation, {})[k.name] = k.instructions
         our_kind[(k.computation, k.name)] = k.kind
+        our_outputs[(k.computation, k.name)] = k.outputs
     matches: list[KernelMatch] = []
     decisions: dict = {}
     total = reproduced = 0
@@ -362,11 +403,15 @@ def compare(result: FusionResult, after: ir.Module, *, mapped=None, with_decisio
             if members in o_by_set:
                 mine = o_by_set[members]
                 kinds = (_kernel_kind(after.by_name[comp], name), our_kind[(comp, mine)])
-                if kinds[0] == kinds[1]:
+                written = (found[comp][name][1], our_outputs[(comp, mine)])
+                if kinds[0] != kinds[1]:
+                    matches.append(KernelMatch(comp, name, mine, tuple(sorted(members)), "kind", kinds))
+                elif _outputs_differ(*written, same):
+                    matches.append(KernelMatch(comp, name, mine, tuple(sorted(members)), "outputs",
+                                               outputs=(tuple(map(str, written[0])), written[1])))
+                else:
                     reproduced += 1
                     matches.append(KernelMatch(comp, name, mine, tuple(sorted(members)), "exact"))
-                else:
-                    matches.append(KernelMatch(comp, name, mine, tuple(sorted(members)), "kind", kinds))
             else:
                 matches.append(KernelMatch(comp, name, None, tuple(sorted(members)), "missing"))
                 if with_decisions:
@@ -378,6 +423,15 @@ def compare(result: FusionResult, after: ir.Module, *, mapped=None, with_decisio
                     decisions[(comp, None, name)] = _involved(result.decisions, members, want_fused=True)
     return CheckResult(result.input.name, result.backend, result.pipeline, result.gpu, total, reproduced,
                        tuple(matches), decisions, result)
+
+
+def _outputs_differ(xla: tuple, ours: tuple[str, ...], same: dict[str, str]) -> bool:
+    """Whether two kernels of the same instructions write different values (compared up to
+    CSE twins; not compared where an output of XLA's maps to no instruction, or where the
+    replay's kernel does not say what it writes)."""
+    if not ours or any(o is None for o in xla):
+        return False
+    return {same.get(o, o) for o in xla} != {same.get(o, o) for o in ours}
 
 
 def _kernel_kind(comp: ir.Computation, name: str) -> str:

@@ -83,6 +83,9 @@ class Kernel:
     #: Names of the input module's instructions this kernel computes.
     instructions: tuple[str, ...]
     root: str
+    #: Names of the input module's instructions whose values it writes (a multi-output
+    #: fusion's outputs, in order; empty where unknown).
+    outputs: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "computation": self.computation,

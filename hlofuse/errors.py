@@ -79,6 +79,12 @@ class HloSyntaxError(HlofuseError):
         return f"{printable(line)}\n{caret}"
 
 
+class HloVerifierError(HloSyntaxError):
+    """HLO text that parses but that XLA's verifier would reject (an instruction whose shape
+    does not follow from its operands, a fusion that does not fit its computation, ...);
+    found before a replay or an explanation, at the instruction's line and column."""
+
+
 class InputError(HlofuseError):
     """A file, folder or stage that cannot be read or found."""
 

@@ -120,6 +120,8 @@ class Node:
     def set_attr(self, key: str, value: str) -> None:
         if self.graph is not None:
             self.graph.bump()  # a new kind or control edge changes what analyses see
+            if key == CONTROL and self.graph.program is not None:
+                self.graph.program.has_control = True
         for i, (k, _) in enumerate(self.attrs):
             if k == key:
                 self.attrs[i] = (key, value)
@@ -149,6 +151,12 @@ class Node:
     @property
     def is_root(self) -> bool:
         return self.graph is not None and self.graph.root is self
+
+    @property
+    def is_dead(self) -> bool:
+        """XLA's IsDead: no users and not its computation's root (a root stays, even when a
+        pass has fused it into all its users)."""
+        return not self.users and not self.is_root
 
     def fused_parameter(self, i: int) -> "Node":
         return self.fused.parameters[i]
@@ -275,8 +283,12 @@ class Graph:
         return node
 
     def remove(self, node: Node) -> None:
-        """Delete a node that has no users left; it stops being a user of its operands."""
+        """Delete a node that has no users left; it stops being a user of its operands.  Its
+        control successors wait for its control predecessors instead (XLA's
+        SafelyDropAllControlDependencies), so no ordering is lost and no name goes stale."""
         assert not node.users, f"{node.name} still has users"
+        if self.program is not None and self.program.has_control:
+            drop_control_dependencies(node)
         self.bump()
         for op in node.operands:
             _remove_user(op, node)
@@ -288,10 +300,15 @@ class Graph:
             self.parameters = [p for p in self.parameters if p is not node]
 
     def rename(self, node: Node, new_name: str) -> None:
+        waiting = []
+        if self.program is not None and self.program.has_control:
+            waiting = [(s, self.control_predecessors(s)) for s in self.control_successors(node)]
         if self._by_name.get(node.name) is node:
             del self._by_name[node.name]
         node.name = new_name
         self._by_name[new_name] = node
+        for succ, preds in waiting:  # their edges name `node` by its new name
+            set_control_predecessors(succ, preds)
 
     def set_root(self, node: Node) -> None:
         self.root = node
@@ -304,7 +321,10 @@ class Graph:
             self.root = new
 
     def replace_instruction(self, old: Node, new: Node) -> None:
-        """XLA's ReplaceInstruction: redirect all uses, then delete `old`."""
+        """XLA's ReplaceInstruction with relay_control_dependency: redirect all uses and the
+        control dependencies of `old` to `new`, then delete `old`."""
+        if self.program is not None and self.program.has_control:
+            relay_control_dependencies(old, new)
         self.replace_all_uses(old, new)
         self.remove(old)
 
@@ -351,10 +371,18 @@ class Graph:
         return order
 
     def control_predecessors(self, node: Node) -> list[Node]:
-        text = node.attr("control-predecessors")
+        text = node.attr(CONTROL)
         if not text:
             return []
         return [self._by_name[n] for n in ir._names_in(text) if n in self._by_name]
+
+    def control_successors(self, node: Node) -> list[Node]:
+        """Nodes that list `node` among their control predecessors (a scan: asked only of
+        programs that have control edges at all, which dumps before fusion rarely do)."""
+        if self.program is not None and not self.program.has_control:
+            return []
+        return [n for n in self._nodes.values() if n is not node and n.attrs and
+                any(p is node for p in self.control_predecessors(n))]
 
     def reachable_from(self, start: Node) -> set[int]:
         """uids of every node reachable from `start` through users (start included)."""
@@ -443,6 +471,16 @@ def _index_of(nodes: list[Node], node: Node, start: int) -> int:
         return -1
 
 
+def first_positions(node: Node) -> dict[int, int]:
+    """uid of each operand → its first position among the node's operands (what XLA's
+    operand_index answers), so that wide instructions (a concatenate of thousands of operands)
+    are not searched once per operand."""
+    out: dict[int, int] = {}
+    for i, op in enumerate(node.operands):
+        out.setdefault(op.uid, i)
+    return out
+
+
 def add_operand(node: Node, operand: Node) -> None:
     _touch(node)
     # node uses operand already iff operand is among its operands: ask the shorter list
@@ -513,6 +551,9 @@ class Program:
         self.made_graphs: list[Graph] = []
         #: metadata text → the user's source location it names (decisions ask it per pair).
         self.locations: dict[str, ir.SourceLocation | None] = {}
+        #: Whether any instruction has control predecessors (almost never before fusion): only
+        #: then do edits keep control edges pointing at live instructions.
+        self.has_control = False
 
     def next_uid(self) -> int:
         self._uid += 1
@@ -623,6 +664,29 @@ class Program:
                     order.append(g)
         return order
 
+    def remove_dead_graphs(self) -> bool:
+        """Remove every computation the entry no longer reaches through calls and fusions
+        (XLA's HloDCE, RecursivelyRemoveDeadComputations): fused computations of fusions that
+        were merged away, and computations nothing called to begin with."""
+        if self.entry is None:
+            return False
+        live = {self.entry.name}
+        stack = [self.entry]
+        while stack:
+            for node in stack.pop()._nodes.values():
+                callees = node.called
+                if node.fused is not None:
+                    callees = [node.fused.name, *callees]
+                for name in callees:
+                    graph = self.graphs.get(name)
+                    if graph is not None and name not in live:
+                        live.add(name)
+                        stack.append(graph)
+        dead = [g for name, g in self.graphs.items() if name not in live]
+        for graph in dead:
+            self.remove_graph(graph)
+        return bool(dead)
+
     def non_fusion_graphs(self) -> list[Graph]:
         return [g for g in self.graph_order() if not g.is_fusion_body]
 
@@ -674,6 +738,8 @@ class Program:
                 node = nodes[instr.name]
                 for op in instr.operands:
                     add_operand(node, nodes[op])
+                if not prog.has_control and instr.attrs and instr.attr(CONTROL):
+                    prog.has_control = True
             g.root = nodes[comp.root_name]
             if comp.name == module.entry_name:
                 prog.entry = g
@@ -714,13 +780,111 @@ class Program:
 
 
 # ------------------------------------------------------------------------------------------
+# Control dependencies
+# ------------------------------------------------------------------------------------------
+# A control edge lives in its successor's `control-predecessors` attribute, by name.  When a
+# pass replaces, fuses or deletes an instruction, its edges move to what takes its place, so
+# the fused module names only instructions that exist (and prints back).
+
+#: The attribute that holds an instruction's control predecessors.
+CONTROL = "control-predecessors"
+
+
+def set_control_predecessors(node: Node, preds: Iterable[Node]) -> None:
+    """`node` waits for `preds` (each once, never itself); none removes the attribute."""
+    names = list(dict.fromkeys(p.name for p in preds if p is not node))
+    if names:
+        node.set_attr(CONTROL, "{" + ", ".join(names) + "}")
+    elif node.attr(CONTROL) is not None:
+        node.attrs = [(k, v) for k, v in node.attrs if k != CONTROL]
+        if node.graph is not None:
+            node.graph.bump()
+
+
+def relay_control_dependencies(old: Node, new: Node) -> None:
+    """`new` takes the place of `old` in control edges (XLA's CopyAllControlDepsFrom and
+    DropAllControlDeps, as ReplaceInstruction does with relay_control_dependency=true)."""
+    graph = old.graph
+    preds = graph.control_predecessors(old)
+    if preds:
+        set_control_predecessors(new, graph.control_predecessors(new) + preds)
+    for succ in graph.control_successors(old):
+        set_control_predecessors(succ, [new if p is old else p for p in graph.control_predecessors(succ)])
+    set_control_predecessors(old, ())
+
+
+def drop_control_dependencies(node: Node) -> None:
+    """Remove `node` from control edges, its successors waiting for its predecessors instead
+    (XLA's SafelyDropAllControlDependencies)."""
+    graph = node.graph
+    preds = graph.control_predecessors(node)
+    for succ in graph.control_successors(node):
+        joined: list[Node] = []
+        for p in graph.control_predecessors(succ):
+            joined.extend(preds if p is node else (p,))
+        set_control_predecessors(succ, joined)
+    if node.attrs:
+        set_control_predecessors(node, ())
+
+
+def absorb_control_dependencies(fusion: Node, producer: Node) -> None:
+    """`fusion` now computes `producer`'s value: it waits for the producer's control
+    predecessors, and the producer's control successors wait for it (CopyAllControlDepsTo),
+    except where an edge would close a cycle; the producer keeps its own edges while it lives."""
+    graph = fusion.graph
+    if graph is None or graph.program is None or not graph.program.has_control or producer.graph is not graph:
+        return
+    preds = graph.control_predecessors(producer)
+    succs = graph.control_successors(producer)
+    if not preds and not succs:
+        return
+    successors = _control_successor_map(graph)
+    new_preds = [p for p in preds if not _reaches(fusion, p, successors)]
+    if new_preds:
+        set_control_predecessors(fusion, graph.control_predecessors(fusion) + new_preds)
+        successors = _control_successor_map(graph)
+    for succ in succs:
+        if succ is not fusion and not _reaches(succ, fusion, successors):
+            set_control_predecessors(succ, graph.control_predecessors(succ) + [fusion])
+
+
+def _control_successor_map(graph: Graph) -> dict[int, list[Node]]:
+    out: dict[int, list[Node]] = {}
+    for node in graph._nodes.values():
+        if node.attrs:
+            for pred in graph.control_predecessors(node):
+                out.setdefault(pred.uid, []).append(node)
+    return out
+
+
+def _reaches(start: Node, target: Node, successors: dict[int, list[Node]]) -> bool:
+    """Whether `target` depends on `start` through data or control edges."""
+    seen = {start.uid}
+    stack = [start]
+    while stack:
+        node = stack.pop()
+        if node is target:
+            return True
+        for nxt in (*node.users, *successors.get(node.uid, ())):
+            if nxt.uid not in seen:
+                seen.add(nxt.uid)
+                stack.append(nxt)
+    return False
+
+
+# ------------------------------------------------------------------------------------------
 # Fusion primitives (XLA's HloFusionInstruction::FuseInstruction and friends)
 # ------------------------------------------------------------------------------------------
 
 
 def clone_node(node: Node, graph: Graph, name: str | None = None) -> Node:
-    """A copy of `node` (no operands yet) added to `graph` under a uniquified name."""
-    copy = Node(name or node.name, node.opcode, node.shape, attrs=node.attrs, literal=node.literal,
+    """A copy of `node` (no operands yet) added to `graph` under a uniquified name.  Control
+    dependencies are not copied (XLA's Clone does not copy them); the instruction that takes
+    the place of `node` relays them (relay_control_dependencies, absorb_control_dependencies)."""
+    attrs = node.attrs
+    if attrs and any(k == CONTROL for k, _ in attrs):
+        attrs = [(k, v) for k, v in attrs if k != CONTROL]
+    copy = Node(name or node.name, node.opcode, node.shape, attrs=attrs, literal=node.literal,
                 called=node.called, origin=node.origin, span=node.span)
     if node.fused is not None:
         copy.fused = clone_graph(node.fused, graph.program)
@@ -798,12 +962,27 @@ def _remove_parameter(fusion: Node, index: int) -> None:
     body.parameters.sort(key=lambda p: p.parameter_number)
 
 
+def remove_unused_parameters(fusion: Node) -> bool:
+    """Remove the fused parameters nothing inside reads, with the fusion's operands for them
+    (XLA's RemoveUnusedParametersFromFusedComputation, as HloDCE calls it)."""
+    body = fusion.fused
+    removed = False
+    for index in range(len(body.parameters) - 1, -1, -1):
+        param = body.parameters[index]
+        if not param.users and body.root is not param:
+            _remove_parameter(fusion, index)
+            removed = True
+    return removed
+
+
 def fuse_instruction(fusion: Node, producer: Node) -> Node:
     """Fuse `producer` (an operand of `fusion`) into it; returns the clone inside.  The producer
     stays outside when it has other users (duplication); the caller deletes it otherwise.
     A fusion producer is merged (its body is inlined)."""
     if producer.opcode == "fusion":
         return merge_fusion(fusion, producer)
+    absorb_control_dependencies(fusion, producer)
+    _bind_once(fusion, producer)
     body = fusion.fused
     clone = clone_node(producer, body)
     index = fusion.operand_index(producer)
@@ -832,6 +1011,8 @@ def merge_fusion(consumer: Node, producer: Node) -> Node:
     replaced by a copy of the producer's body, and the producer's operands the consumer does
     not read yet become new parameters, appended in the order that one-by-one fusion appends
     them (the producer's instructions in reverse post order, operands in order)."""
+    absorb_control_dependencies(consumer, producer)
+    _bind_once(consumer, producer)
     body = consumer.fused
     inner = producer.fused
     index = consumer.operand_index(producer)
@@ -901,12 +1082,20 @@ def _dedupe_operands(fusion: Node) -> None:
         i += 1
 
 
+def _bind_once(fusion: Node, operand: Node) -> None:
+    """A fusion that reads `operand` through several parameters (written so in the text; XLA's
+    passes never make one) reads it through one, so fusing it replaces every read."""
+    if sum(1 for op in fusion.operands if op is operand) > 1:
+        _dedupe_operands(fusion)
+
+
 def fuse_into_multi_output(fusion: Node, producer: Node) -> Node:
     """Fuse `producer` into `fusion` as an extra output (XLA's FuseInstructionIntoMultiOutput):
     the fused root becomes a tuple (existing outputs first, then the producer's), the fusion's
     shape a tuple, and every outside user reads its value through get-tuple-element."""
     graph = fusion.graph
     body = fusion.fused
+    absorb_control_dependencies(fusion, producer)
     was_tuple = body.root.opcode == "tuple"
     # A multi-output producer is read through get-tuple-elements; a fusion whose root is a
     # variadic reduce is tuple-shaped too, but its users read the whole value.
@@ -966,17 +1155,22 @@ def merge_fusion_outputs(fusion: Node, producer: Node) -> list[Node]:
     `fusion` that compute the producer's outputs."""
     graph = fusion.graph
     temps = _unfuse_into(producer, graph)
-    root_temp = temps[-1]
-    outputs = list(root_temp.operands) if root_temp.opcode == "tuple" else [root_temp]
-    if root_temp.opcode == "tuple":
-        # the tuple itself is not fused; its operands become the outputs
-        temps = temps[:-1]
-        graph.remove(root_temp)
+    body_root = producer.fused.root
+    if body_root.opcode == "parameter":  # the producer computes nothing: its value is its operand
+        outputs = [producer.operands[body_root.parameter_number]]
+    else:
+        root_temp = temps[-1]
+        outputs = list(root_temp.operands) if root_temp.opcode == "tuple" else [root_temp]
+        if root_temp.opcode == "tuple":
+            # the tuple itself is not fused; its operands become the outputs
+            temps = temps[:-1]
+            graph.remove(root_temp)
     if any(op is producer for op in fusion.operands):
         idx = fusion.operand_index(producer)
         if producer.shape.is_tuple:
             raise NotImplementedError("consumer reads a multi-output producer directly")
         set_operand(fusion, idx, outputs[0])
+        _bind_once(fusion, outputs[0])
     inner: dict[int, Node] = {}
     for temp in reversed(temps):
         if any(op is temp for op in fusion.operands):
@@ -991,7 +1185,12 @@ def merge_fusion_outputs(fusion: Node, producer: Node) -> list[Node]:
                     add_operand(clone, fusion.fused.parameters[existing] if existing is not None
                                 else _new_parameter(fusion, op))
             inner[temp.uid] = clone
-    result = [inner[o.uid] for o in outputs if o.uid in inner]
+    result = []
+    for o in outputs:  # computed inside, or (an output passed straight through) read from outside
+        if o.uid not in inner:
+            at = next((i for i, op in enumerate(fusion.operands) if op is o), None)
+            inner[o.uid] = fusion.fused.parameters[at] if at is not None else _new_parameter(fusion, o)
+        result.append(inner[o.uid])
     for temp in reversed(temps):
         if not temp.users and temp in graph:
             graph.remove(temp)

@@ -18,6 +18,7 @@ from .device import DeviceSpec, load_gpu
 from .errors import InputError
 from .graph import Graph, Node, Program
 from .rules import evaluate
+from .verify import verify
 
 PassFn = Callable[[Program, "Context"], bool]
 
@@ -189,6 +190,7 @@ def replay(module: ir.Module, options: Options = Options(), progress: Callable[[
 
 def _replay(module: ir.Module, options: Options, progress: Callable[[str], None] | None) -> FusionResult:
     spec = get_pipeline(options.backend, options.pipeline)
+    verify(module)  # as XLA verifies a module before its passes: a bad one fails here, not in a pass
     ctx = make_context(options)
     ctx.pipeline = spec.name
     names = [n for n, _ in spec.passes]
@@ -207,6 +209,8 @@ def _replay(module: ir.Module, options: Options, progress: Callable[[str], None]
             progress(name)
         fn(program, ctx)
         ran.append(name)
+    # XLA's pipelines end in an HloDCE: no computation the entry does not reach is left
+    program.remove_dead_graphs()
     fused = program.to_module()
     result = FusionResult(
         module=fused,
@@ -235,8 +239,23 @@ def kernels_of(program: Program) -> list[Kernel]:
             if node.opcode in NON_KERNEL or node.opcode in CONTROL:
                 continue
             out.append(Kernel(node.name, kernel_kind(node), graph.name, node.members(),
-                              node.fused.root.name if node.fused is not None else node.name))
+                              node.fused.root.name if node.fused is not None else node.name,
+                              kernel_outputs(node)))
     return out
+
+
+def kernel_outputs(node: Node) -> tuple[str, ...]:
+    """The input-module instructions whose values a kernel writes: a fusion's root, or each
+    element of its root tuple (a fused parameter passed straight out: the operand it binds)."""
+    if node.fused is None:
+        return node.origin[-1:] if node.origin else (node.name,)
+    root = node.fused.root
+    names = []
+    for out in (root.operands if root.opcode == "tuple" else [root]):
+        if out.opcode == "parameter" and out.parameter_number < len(node.operands):
+            out = node.operands[out.parameter_number]
+        names.append(out.origin[-1] if out.origin else out.name)
+    return tuple(names)
 
 
 def kernel_kind(node: Node) -> str:

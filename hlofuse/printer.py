@@ -130,3 +130,19 @@ def _respell_refs(value: str, style: Style) -> str:
     if value.strip().startswith("{"):
         return "{" + ", ".join(spelled) + "}"
     return spelled[0]
+
+
+def print_back_error(module: ir.Module) -> str | None:
+    """Why the text of `module` does not parse back to the same module, or None when it does
+    (what `fuse -o` writes must be read by XLA and hlofuse alike)."""
+    from .errors import HlofuseError
+    from .parse import parse_text
+
+    text = print_module(module)
+    try:
+        again = parse_text(text)
+    except HlofuseError as err:
+        return f"the printed module does not parse: {err}"
+    if again != module:
+        return "the printed module parses to a different module"
+    return None

@@ -240,3 +240,66 @@ def test_sample_dump_priorities_match_xla():
                                times.fused_us, step.us_fused))
     assert total > 500
     assert matched == total, misses[:10]
+
+
+# ------------------------------------------------------------------------------------------
+# Work on wide instructions: linear in the operands
+# ------------------------------------------------------------------------------------------
+
+
+class _CountingOperands(list):
+    """A node's operand list that counts the positions visited by walks and searches of it."""
+
+    visits = 0
+
+    def __iter__(self):
+        for item in list.__iter__(self):
+            _CountingOperands.visits += 1
+            yield item
+
+    def index(self, value, *args):
+        found = list.index(self, value, *args)
+        _CountingOperands.visits += found + 1 - (args[0] if args else 0)
+        return found
+
+    def __contains__(self, value):
+        _CountingOperands.visits += len(self)
+        return list.__contains__(self, value)
+
+
+def _wide_concatenate(n: int) -> str:
+    """A kInput fusion concatenating n values, each a negate of its own parameter."""
+    body = [f"  q{i} = f32[2] parameter({i})" for i in range(n)]
+    body.append(f"  c = f32[{2 * n}] concatenate({', '.join(f'q{i}' for i in range(n))}), dimensions={{0}}")
+    body.append(f"  ROOT r = f32[{2 * n}] negate(c)")
+    entry = [f"  p{i} = f32[2] parameter({i})\n  n{i} = f32[2] negate(p{i})" for i in range(n)]
+    entry.append(f"  ROOT f = f32[{2 * n}] fusion({', '.join(f'n{i}' for i in range(n))}), kind=kInput, calls=fc")
+    return "HloModule wide\n\nfc {\n" + "\n".join(body) + "\n}\n\nENTRY e {\n" + "\n".join(entry) + "\n}\n"
+
+
+def _work(n: int, era: str) -> int:
+    """Operand positions visited to price the wide fusion and one producer fused into it."""
+    from hlofuse.cost.legacy import LegacyPerformanceModel
+    from hlofuse.gpu.config import ERA_LEGACY, ERA_PRIORITY, GpuConfig
+
+    program = Program.from_module(loads(_wide_concatenate(n)))
+    fusion, producer = program.entry["f"], program.entry["n1"]
+    fusion.operands = _CountingOperands(fusion.operands)
+    _CountingOperands.visits = 0
+    if era == "priority":
+        model = GpuPerformanceModel(load_gpu("rtx2080ti"), GpuConfig(load_gpu("rtx2080ti"), ERA_PRIORITY))
+        model.estimate(fusion)
+        model.fused_runtime(producer, fusion)
+    else:
+        model = LegacyPerformanceModel(GpuConfig(load_gpu("rtx2080ti"), ERA_LEGACY))
+        model.run_time(fusion)
+        model.estimate_run_times(producer, [fusion])
+    return _CountingOperands.visits
+
+
+@pytest.mark.parametrize("era", ["priority", "legacy"])
+def test_pricing_a_wide_concatenate_is_linear_in_its_operands(era):
+    """A fusion of 100k operands took minutes: every operand was found by a search of the
+    operand list (XLA's operand_index), once per operand."""
+    small, large = _work(500, era), _work(2000, era)
+    assert large <= 4.5 * small, (small, large)  # 4x the operands: 4x the work, not 16x

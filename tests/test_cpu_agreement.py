@@ -48,6 +48,13 @@ def test_mean_agreement_floor(results):
         assert mean >= 0.99, [(r.program, r.fraction, r.missing) for r in mine if r.fraction < 1]
 
 
+def test_fused_modules_print_back(results):
+    from hlofuse.printer import print_back_error
+
+    problems = [(r.build, r.program, print_back_error(r.result.module)) for r in results]
+    assert not [p for p in problems if p[2]]
+
+
 def test_every_program_floor(results):
     low = [(r.build, r.program, round(r.fraction, 3), r.missing, r.extra) for r in results if r.fraction < 0.9]
     assert not low

@@ -98,12 +98,13 @@ ENTRY e {
   x = f32[10,10] parameter(0)
   c = f32[10,10] constant({...})
   one = f32[1,1] constant({{1}})
-  b = f32[10,10] broadcast(one), dimensions={0,1}
+  b = f32[1,10,1,10] broadcast(one), dimensions={0,2}
+  r = f32[10,10] reshape(b)
   a = f32[10,10] add(x, c)
-  ROOT m = f32[10,10] multiply(a, b)
+  ROOT m = f32[10,10] multiply(a, r)
 }""")
     assert_blocked(r, "c", "a", "CPU-NON-SCALAR-CONSTANT")
-    assert_fused(r, "one", "m")  # f32[1,1] is an effective scalar
+    assert_fused(r, "one", "b")  # f32[1,1] is an effective scalar
 
 
 def test_c2_matrix_vector_dot_output_fuses_into_add_and_c3_keeps_that_add():

@@ -368,15 +368,24 @@ def test_every_fused_module_of_the_parser_corpus_explains():
     modules = _corpus_modules()
     if not modules:
         pytest.skip("the shared parser corpus is not here")
+    from hlofuse.errors import HloVerifierError
+
     explained_count = 0
+    invalid = []
     for path in modules:
         module = hlofuse.loads(path.read_text(encoding="utf-8", errors="replace"), path=str(path))
         if not any(i.opcode == "fusion" for _, i in module.instructions()):
             continue
-        ex = explain(module, fused=True)
+        try:
+            ex = explain(module, fused=True)
+        except HloVerifierError:
+            invalid.append(path.name)
+            continue
         explained_count += 1
         assert all(b.rule for b in ex.boundaries)
     assert explained_count >= 20
+    # a parser test only: its while loop's shape is not its operand's, which XLA's verifier rejects
+    assert invalid == ["xla_parser_CanonicalOpWithNested.hlo"]
 
 
 # ------------------------------------------------------------------------------------------

@@ -261,8 +261,12 @@ def _print_check(result, show_all, xla_reasons, kernel_counts) -> None:
             for d in decisions[:3])
         if m.kinds:
             why = markup(f"XLA made a {m.kinds[0]} fusion of these instructions, the replay a {m.kinds[1]} one")
+        if m.outputs:
+            why = markup(f"the same instructions, but XLA's kernel writes {', '.join(m.outputs[0])} and the "
+                         f"replay's {', '.join(m.outputs[1])}")
         members = ", ".join(m.members[:5]) + (f", … ({len(m.members)})" if len(m.members) > 5 else "")
-        style = {"exact": "green", "kind": "magenta", "missing": "red", "extra": "yellow"}[m.status]
+        style = {"exact": "green", "kind": "magenta", "outputs": "magenta", "missing": "red",
+                 "extra": "yellow"}[m.status]
         table.add_row(markup(m.computation), f"[{style}]{m.status}[/]", markup(m.xla_kernel or ""),
                       markup(m.ours or ""), markup(members), why)
     out.print(table)

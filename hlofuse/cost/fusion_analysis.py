@@ -415,6 +415,13 @@ class LaunchDimensions:
     threads_per_block: int
     emitter: str  # which emitter's formula gave them (for explanations and tests)
 
+    def __post_init__(self):
+        # Nothing to compute still launches one thread (XLA's CalculateLaunchDimensions for a
+        # shape of no elements); zero-sized arrays reach the replay only from hand-written text.
+        if self.blocks < 1 or self.threads_per_block < 1:
+            object.__setattr__(self, "blocks", max(self.blocks, 1))
+            object.__setattr__(self, "threads_per_block", max(self.threads_per_block, 1))
+
     def __str__(self) -> str:
         return f"{self.blocks} blocks x {self.threads_per_block} threads ({self.emitter})"
 

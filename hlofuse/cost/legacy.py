@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 
 from .. import attributes
-from ..graph import Graph, Node, Program, add_operand, clone_node, create_fusion, fuse_instruction
+from ..graph import Graph, Node, Program, add_operand, clone_node, create_fusion, first_positions, fuse_instruction
 from ..gpu.config import GpuConfig
 from ..gpu.emitter import (CONCATENATE, CUDNN, CUSTOM, INPUT_SLICES, REDUCTION, SCATTER, TRANSPOSE, TRITON,
                            FusionShape, analyse, consistent_transpose_hero, emitter_kind, first_reduction_hero)
@@ -61,6 +61,13 @@ CACHE_INVALIDATING = frozenset({"concatenate", "dot", "dynamic-update-slice", "p
 class LaunchDimensions:
     blocks: int
     threads: int
+
+    def __post_init__(self):
+        # Nothing to compute still launches one thread (XLA's CalculateLaunchDimensions for a
+        # shape of no elements); zero-sized arrays reach the replay only from hand-written text.
+        if self.blocks < 1 or self.threads < 1:
+            object.__setattr__(self, "blocks", max(self.blocks, 1))
+            object.__setattr__(self, "threads", max(self.threads, 1))
 
 
 @dataclass(frozen=True)
@@ -275,8 +282,9 @@ class LegacyPerformanceModel:
         compute = self.compute_time(flops, launch.blocks, launch.threads)
         coalesced = self.read_coalesced(kind, node, None)
         read = bytes_read = 0
+        at = first_positions(node)  # (a repeated operand is priced at its first position)
         for operand in node.operands:
-            total = a.operand_bytes_accessed(node, node.operand_index(operand))
+            total = a.operand_bytes_accessed(node, at[operand.uid])
             net = min(_shape_facts(operand.shape)[0], total)
             bytes_read += total
             read += self.read_time_dram(launch.blocks, net, total, operand.shape.element_type, coalesced)
@@ -294,11 +302,18 @@ class LegacyPerformanceModel:
             return 0.0
         return a.operand_utilization(consumer, consumer.operand_index(producer))
 
-    def common_utilization(self, producer: Node, index: int, consumer: Node | None) -> float:
+    def common_utilization(self, producer: Node, index: int, consumer: Node | None,
+                           at_consumer: dict[int, int] | None = None) -> float:
         """GetCommonUtilization: how much of operand `index` of the producer the consumer also
-        reads elementwise at the same positions (then fusing reads it once)."""
+        reads elementwise at the same positions (then fusing reads it once).  `at_consumer`:
+        first_positions(consumer), when the caller has it."""
         operand = producer.operands[index]
-        if consumer is None or not any(op is operand for op in consumer.operands):
+        if consumer is None:
+            return 0.0
+        if at_consumer is None:
+            at_consumer = first_positions(consumer)
+        common_index = at_consumer.get(operand.uid)
+        if common_index is None:
             return 0.0
         a = self.analysis
         elementwise = is_elementwise(producer) or (
@@ -308,12 +323,11 @@ class LegacyPerformanceModel:
         if not elementwise:
             return 0.0
         if consumer.opcode == "fusion":
-            common_index = consumer.operand_index(operand)
             if is_multi_output_fusion(producer):
                 indices = [i for i, op in enumerate(consumer.operands)
                            if op.opcode == "get-tuple-element" and op.operands[0] is producer]
             else:
-                indices = [consumer.operand_index(producer)]
+                indices = [at_consumer[producer.uid]]
             return f32(sum(a.common_elementwise_utilization(consumer, consumer.fused_parameter(common_index),
                                                             consumer.fused_parameter(i)) for i in indices))
         if is_elementwise(consumer):
@@ -328,11 +342,12 @@ class LegacyPerformanceModel:
         total_time = 0
         props = a.properties(producer)  # operand_bytes_accessed / operand_utilization, read once
         all_bytes, all_utilization = props.operand_bytes, props.operand_utilization
+        at_consumer = first_positions(consumer) if consumer is not None else None
         for i in range(len(producer.operands)):
             accessed = int(all_bytes[i]) if i < len(all_bytes) else 0
             utilization = all_utilization[i] if i < len(all_utilization) else 0.0
             net = _llround(accessed / max(utilization, 1.0))
-            common = self.common_utilization(producer, i, consumer)
+            common = self.common_utilization(producer, i, consumer, at_consumer)
             total = int(f32(accessed * f32(used - common)))
             total_time += self.read_time(blocks, net, total)
         return total_time

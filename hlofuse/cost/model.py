@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..device import DeviceSpec
-from ..graph import Node
+from ..graph import Node, first_positions
 from ..gpu.config import ERA_PRIORITY, GpuConfig
 from . import durations as dur
 from .analysis import GpuHloCostAnalysis, shape_size
@@ -273,9 +273,10 @@ class GpuPerformanceModel:
         coalesced = is_read_coalesced(analysis.kind, node, None, self.config)
         read = 0
         read_bytes = 0
-        for operand in node.operands:
+        at = first_positions(node)  # (a repeated operand is priced at its first position, as XLA's
+        for operand in node.operands:  # operand_index finds it)
             size = shape_size(operand.shape)
-            total = cost.operand_bytes_accessed(node, node.operand_index(operand))
+            total = cost.operand_bytes_accessed(node, at[operand.uid])
             net = min(size, total)
             read_bytes += total
             read += read_time(device, launch.blocks, net, total,
@@ -323,9 +324,13 @@ class GpuPerformanceModel:
         read = 0
         read_bytes = 0
         consumer_utilization = self.operand_utilization(consumer, producer)
+        # each operand's first position, found once: a pair of wide instructions (a concatenate
+        # of thousands of operands) would otherwise search its operands for every operand
+        at_producer, at_consumer = first_positions(producer), first_positions(consumer)
         for operand in fused_parameters(producer, consumer):
             size = shape_size(operand.shape)
-            total = self._shared_operand_bytes(producer, consumer, operand, consumer_utilization)
+            total = self._shared_operand_bytes(producer, consumer, operand, consumer_utilization,
+                                               at_producer, at_consumer)
             net = min(size, total)
             read_bytes += total
             read += read_time(device, launch.blocks, net, total,
@@ -373,13 +378,18 @@ class GpuPerformanceModel:
                 return self.cost.operand_utilization(instr, i)
         return 0.0
 
-    def common_utilization(self, producer: Node, index: int, consumer: Node) -> float:
+    def common_utilization(self, producer: Node, index: int, consumer: Node,
+                           at_consumer: dict[int, int] | None = None) -> float:
         """GetCommonUtilization: how much of operand `index` of the producer the consumer reads
-        elementwise in step with the producer (those reads are shared once fused)."""
+        elementwise in step with the producer (those reads are shared once fused).
+        `at_consumer`: first_positions(consumer), when the caller has it."""
         from ..gpu.properties import is_elementwise
 
         operand = producer.operands[index]
-        if not any(op is operand for op in consumer.operands):
+        if at_consumer is None:
+            at_consumer = first_positions(consumer)
+        common_index = at_consumer.get(operand.uid)
+        if common_index is None:
             return 0.0
         elementwise_producer = is_elementwise(producer) or (
             producer.opcode == "fusion" and producer.fused is not None
@@ -388,12 +398,11 @@ class GpuPerformanceModel:
         if not elementwise_producer:
             return 0.0
         if consumer.opcode == "fusion" and consumer.fused is not None:
-            common_index = consumer.operand_index(operand)
             if producer.opcode == "fusion" and producer.fused is not None and producer.fused.root.opcode == "tuple":
                 producer_indices = [i for i, op in enumerate(consumer.operands)
                                     if op.opcode == "get-tuple-element" and op.operands and op.operands[0] is producer]
             else:
-                producer_indices = [consumer.operand_index(producer)]
+                producer_indices = [at_consumer[producer.uid]]
             total = 0.0
             for i in producer_indices:
                 total = f32(total + self.cost.common_elementwise_utilization(
@@ -407,16 +416,20 @@ class GpuPerformanceModel:
         """GetSharedOperandBytesAccessed: what the fused kernel reads of `operand`."""
         return self._shared_operand_bytes(producer, consumer, operand, self.operand_utilization(consumer, producer))
 
-    def _shared_operand_bytes(self, producer: Node, consumer: Node, operand: Node, utilization: float) -> int:
+    def _shared_operand_bytes(self, producer: Node, consumer: Node, operand: Node, utilization: float,
+                              at_producer: dict[int, int] | None = None,
+                              at_consumer: dict[int, int] | None = None) -> int:
         """shared_operand_bytes, given the consumer's utilization of the producer (the same for
-        every operand of the pair)."""
-        by_producer = self.operand_bytes(producer, operand)
-        by_consumer = self.operand_bytes(consumer, operand)
-        common = 0.0
-        for i, op in enumerate(producer.operands):
-            if op is operand:
-                common = self.common_utilization(producer, i, consumer)
-                break
+        every operand of the pair) and, optionally, first_positions of both."""
+        if at_producer is None:
+            at_producer = first_positions(producer)
+        if at_consumer is None:
+            at_consumer = first_positions(consumer)
+        i = at_producer.get(operand.uid)
+        j = at_consumer.get(operand.uid)
+        by_producer = self.cost.operand_bytes_accessed(producer, i) if i is not None else 0
+        by_consumer = self.cost.operand_bytes_accessed(consumer, j) if j is not None else 0
+        common = self.common_utilization(producer, i, consumer, at_consumer) if i is not None else 0.0
         size = shape_size(operand.shape)
         return _llround(f32(by_producer * utilization)) + by_consumer - _llround(f32(size * common))
 

@@ -79,6 +79,9 @@ def explain(module: ir.Module, *, backend: str | None = None, pipeline: str | No
     if relax:
         raise OptionError("relax changes a replay, and this module is already fused: explain the module before "
                           "fusion (a dump's snapshot before fusion) to relax rules")
+    from ..verify import verify
+
+    verify(module)
     ex = Explainer(module, detected, dump, stage="fused", xla_flags=tuple(xla_flags)).run()
     return _structure_only(ex) if detected.backend == "tpu" else ex
 

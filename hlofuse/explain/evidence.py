@@ -239,10 +239,11 @@ def _module_before_fusion(module: ir.Module, dump: DumpContext | None, detected:
 
 def _replay_evidence(module: ir.Module, result: FusionResult, source: str, path: str | None,
                      notes: list[str]) -> ReplayEvidence:
-    from ..check import compare, map_fused_module
+    from ..check import compare, map_module, members_of
 
     values: dict[tuple[str, str], str] = {}
-    mapped = map_fused_module(module, result.input, values)
+    full = map_module(module, result.input, values)
+    mapped = members_of(full)
     members: dict[tuple[str, str], frozenset[str]] = {}
     if source == "input":
         # the explained module is the replay's own result: its kernels are known exactly
@@ -256,7 +257,7 @@ def _replay_evidence(module: ir.Module, result: FusionResult, source: str, path:
                 if not _same_kind(module, computation[name], inside, opcodes):
                     continue
                 members[(comp, name)] = frozenset(inside)
-        checked = compare(result, module, mapped=mapped, with_decisions=False)
+        checked = compare(result, module, mapped=full, with_decisions=False)
         reproduced = frozenset((m.computation, m.xla_kernel) for m in checked.matches if m.status == "exact")
         missing = sum(1 for m in checked.matches if m.status != "exact" and m.xla_kernel is not None)
         if missing:

@@ -330,6 +330,8 @@ class Explainer:
     # -- how often each computation runs ----------------------------------------------------
     def _computation_summaries(self) -> list[ComputationSummary]:
         out = []
+        for comp in reversed(self.m.computation_post_order):
+            self.loops.runs(comp.name)  # callers first: a long call chain needs no deep recursion
         for comp in self.executed:
             kinds: Counter = Counter()
             for instr in comp.instructions:

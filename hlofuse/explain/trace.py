@@ -48,7 +48,9 @@ class Tracer:
             op = instr.opcode
             if op == "get-tuple-element":
                 idx = attributes.integer(instr, "index", 0)
-                stack.append((comp, instr.operands[0], (idx,) + path, crossing, via + (name,), loop))
+                if _indexes(c[instr.operands[0]].shape, (idx,) + path):  # (else no such element:
+                    # a bitcast to a tuple type fed back through a loop would nest forever)
+                    stack.append((comp, instr.operands[0], (idx,) + path, crossing, via + (name,), loop))
             elif op == "tuple":
                 if path:
                     if path[0] < len(instr.operands):
@@ -121,6 +123,15 @@ class Edge:
     consumer_comp: str
     consumer: str  # the consuming kernel, tuple or control-flow instruction
     operand_index: int
+
+
+def _indexes(shape: ir.Shape, path: tuple[int, ...]) -> bool:
+    """Whether `path` names an element of `shape` (each index inside a tuple)."""
+    for i in path:
+        if not shape.is_tuple or not 0 <= i < len(shape.tuple_shapes):
+            return False
+        shape = shape.tuple_shapes[i]
+    return True
 
 
 def cross(crossing: tuple[str, ...], kind: str) -> tuple[str, ...]:

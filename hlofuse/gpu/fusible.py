@@ -149,11 +149,13 @@ def epilogue_is_intermediate(consumer: Node) -> bool:
     return all_satisfy(consumer, lambda n: is_intermediate(n, 1))
 
 
-def scatter_in_place_operand(consumer: Node) -> Node:
-    """The operand a (fused) scatter updates in place."""
+def scatter_in_place_operand(consumer: Node) -> Node | None:
+    """The operand a (fused) scatter updates in place; None when the fusion computes that
+    buffer itself (XLA CHECKs it is a parameter: its passes never fuse into it, but a kLoop
+    scatter fusion written by hand may have had it fused in)."""
     if consumer.opcode == "fusion":
-        scatter = consumer.fused.root
-        return consumer.operands[scatter.operands[0].parameter_number]
+        buffer = consumer.fused.root.operands[0]
+        return consumer.operands[buffer.parameter_number] if buffer.opcode == "parameter" else None
     return consumer.operands[0]
 
 

@@ -77,7 +77,12 @@ def _reduction_dimensions(shape: Shape, dims_text: str | None) -> ReductionDimen
 
     reduced = int_list(dims_text)
     kept = [d for d in range(shape.rank) if d not in reduced]
-    return _components(shape, kept, reduced)
+    found = _components(shape, kept, reduced)
+    if 0 in found.dims:
+        # A reduction of no elements: XLA's ZeroSizedHloElimination replaces it by a constant
+        # before fusion, so only hand-written text has one; it is priced as one element.
+        found = ReductionDimensions(found.is_row, tuple(max(d, 1) for d in found.dims))
+    return found
 
 
 def _components(shape: Shape, kept: list[int], reduced: Sequence[int]) -> ReductionDimensions:

@@ -110,7 +110,7 @@ def _tiled_transpose_2026(node: Node) -> TransposeDescription | None:
     if normalized is None:
         return None
     dims, perm = normalized
-    if len(perm) < 2:
+    if len(perm) < 2 or 0 in dims:  # nothing to tile (zero-sized arrays: hand-written text only)
         return None
     bits = bit_width(node.shape.element_type)
     input_dims = [0] * len(perm)

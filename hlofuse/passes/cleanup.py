@@ -8,7 +8,8 @@ counts after CSE decide tiled-transpose heroes, XLA's comment says).
 
 from __future__ import annotations
 
-from ..graph import Graph, Node, Program, add_operand
+from ..graph import CONTROL, Graph, Node, Program, add_operand, remove_unused_parameters
+from ..ir import tuple_shape
 from ..pipeline import Context
 
 #: VariadicOpSplitter's kMaxParameters.
@@ -122,16 +123,67 @@ def _removable(node: Node) -> bool:
 
 
 def dce(program: Program, ctx: Context | None = None) -> bool:
-    """Remove instructions no one uses (not roots, not parameters, no side effects), and
-    fused computations no fusion calls any more."""
+    """XLA's HloDCE: computations callers first, so that a multi-output fusion's unread
+    get-tuple-elements are gone before its computation drops the outputs nobody reads; in each,
+    instructions no one uses (not roots, not parameters, no side effects); then computations
+    the entry no longer reaches (fused computations of fusions merged away)."""
     changed = False
     clean = program.__dict__.setdefault("_dce_clean", {})
-    for graph in list(program.graphs.values()):
-        if graph.name not in program.graphs or clean.get(graph.name) == (graph, graph.version):
-            continue
-        changed |= dce_graph(graph)
-        clean[graph.name] = (graph, graph.version)  # nothing dead left at this version
-    return changed
+    again = True
+    while again:  # a fusion that drops outputs may drop operands, and their producers die
+        again = False
+        for graph in reversed(program.graph_order()):
+            if graph.name not in program.graphs:
+                continue
+            if graph.is_fusion_body and remove_unused_outputs(graph):
+                changed = again = True
+            if clean.get(graph.name) == (graph, graph.version):
+                continue
+            changed |= dce_graph(graph)
+            clean[graph.name] = (graph, graph.version)  # nothing dead left at this version
+    return program.remove_dead_graphs() or changed
+
+
+def remove_unused_outputs(body: Graph) -> bool:
+    """HloDCE's RemoveMultiOutputFusionsUnusedOutputs (hlo_dce.cc, at both pinned commits):
+    a multi-output fusion whose users are all get-tuple-elements keeps only the outputs they
+    read (one left: the fusion is that output, its get-tuple-elements replaced by it); then
+    what computed the others, and the parameters only they read, go.  Not for fusions with
+    control edges, output aliasing or a library (kCustom) kind, as in XLA."""
+    fusion, root = body.fusion_owner, body.root
+    if fusion is None or root is None or root.opcode != "tuple" or fusion.graph is None:
+        return False
+    if root.attr("sharding") or fusion.attr("output_to_operand_aliasing") or fusion.fusion_kind == "kCustom":
+        return False
+    graph = fusion.graph
+    if not fusion.users or fusion.is_root or fusion.attr(CONTROL) or graph.control_successors(fusion):
+        return False
+    if any(user.opcode != "get-tuple-element" for user in fusion.users):
+        return False
+    used = sorted({int(user.attr("index")) for user in fusion.users})
+    if len(used) == len(root.operands):
+        return False
+    outputs = [root.operands[i] for i in used]
+    if len(outputs) > 1:
+        renumber = {old: new for new, old in enumerate(used)}
+        for user in list(fusion.users):
+            user.set_attr("index", str(renumber[int(user.attr("index"))]))
+        new_root = Node("tuple", "tuple", tuple_shape([o.shape for o in outputs]))
+        body.add(new_root)
+        for output in outputs:
+            add_operand(new_root, output)
+        body.root = new_root
+        fusion.shape = new_root.shape
+    else:
+        body.root = outputs[0]
+        fusion.shape = outputs[0].shape
+        for user in list(fusion.users):
+            graph.replace_instruction(user, fusion)
+    graph.bump()
+    body.remove(root)
+    dce_graph(body)
+    remove_unused_parameters(fusion)
+    return True
 
 
 def dce_graph(graph: Graph) -> bool:
@@ -139,9 +191,12 @@ def dce_graph(graph: Graph) -> bool:
     if all(node.users or node is root for node in graph):
         return False  # nothing dead (removing only makes dead what a dead node used)
     changed = False
+    control = graph.program is not None and graph.program.has_control
     for node in reversed(graph.post_order()):
         if node not in graph or node.users or graph.root is node or not _removable(node):
             continue
+        if control and (node.attr(CONTROL) or graph.control_successors(node)):
+            continue  # XLA's IsSafelyRemovable: an instruction with control edges stays
         remove_instruction(graph, node)
         changed = True
     return changed

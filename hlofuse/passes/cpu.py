@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from .. import graph as g
@@ -213,41 +214,37 @@ def node_bits(element_type: str) -> int:
 
 def fusion_wrapper_pass(program: "Program", ctx: "Context") -> bool:
     """Wrap each remaining instruction the emitters handle in a one-instruction kLoop fusion,
-    visiting the entry in post order and descending into loops, branches and calls."""
+    visiting the entry in post order and descending into loops, branches and calls (a stack of
+    walks, not recursion: call chains may be thousands deep)."""
     if program.entry is None:
         return False
-    wrapped = [False]
-    for node in program.entry.post_order():
-        _wrap_or_descend(program, node, wrapped)
-    return wrapped[0]
-
-
-def _wrap_or_descend(program: "Program", node: "Node", wrapped: list[bool]) -> None:
-    # a module-level helper, not a recursive closure (a reference cycle per call)
-    if node.opcode in ("conditional", "while", "call", "async-start"):
-        called = list(node.called)
-        if node.opcode == "while":  # XLA lists the body before the condition
-            called.sort(key=lambda name: 0 if name == node.attr("body") else 1)
-        for name in called:
-            inner = program.graphs.get(name.lstrip("%"))
-            if inner is not None:
-                for sub in inner.post_order():
-                    _wrap_or_descend(program, sub, wrapped)
-        return
-    if node.graph is None or node not in node.graph or not must_wrap(node):
-        return
-    wrap(node)
-    wrapped[0] = True
+    wrapped = False
+    walks = [iter(program.entry.post_order())]
+    while walks:
+        node = next(walks[-1], None)
+        if node is None:
+            walks.pop()
+            continue
+        if node.opcode in ("conditional", "while", "call", "async-start"):
+            called = list(node.called)
+            if node.opcode == "while":  # XLA lists the body before the condition
+                called.sort(key=lambda name: 0 if name == node.attr("body") else 1)
+            inner = [program.graphs[n] for n in (name.lstrip("%") for name in called) if n in program.graphs]
+            walks.append(chain.from_iterable(g.post_order() for g in inner))  # each walked when reached
+            continue
+        if node.graph is None or node not in node.graph or not must_wrap(node):
+            continue
+        wrap(node)
+        wrapped = True
+    return wrapped
 
 
 def wrap(node: "Node") -> "Node":
     """Make `node` the only instruction of a new kLoop fusion `wrapped_<opcode>`."""
-    fusion = g.create_fusion(node, "kLoop", name=f"wrapped_{node.opcode}",
-                             computation_name=f"wrapped_{node.opcode}_computation")
-    control = node.attr("control-predecessors")
-    if control:
-        fusion.set_attr("control-predecessors", control)
-    return fusion
+    # create_fusion relays the node's control dependencies to the fusion, as XLA's FusionWrapper
+    # does (CopyAllControlDepsFrom, DropAllControlDeps)
+    return g.create_fusion(node, "kLoop", name=f"wrapped_{node.opcode}",
+                           computation_name=f"wrapped_{node.opcode}_computation")
 
 
 # ------------------------------------------------------------------------------------------

@@ -81,5 +81,6 @@ def merge_into_users(producer: Node, users: list[Node], ctx: Context, model) -> 
         merge_fusion(consumer, producer)
         model.analysis.revisit(consumer)
     assert not producer.users, f"{producer.name} still has users after merging"
-    remove_instruction(graph, producer)
+    if not producer.is_root:
+        remove_instruction(graph, producer)
     model.analysis.revisit(producer)

@@ -290,7 +290,7 @@ class FusionRun:
                       multi_output: bool = False) -> None:
         self._record_fused(producer, fusion, outcome, multi_output)
         self._push(fusion)
-        if not producer.users and producer.graph is not None and producer in producer.graph:
+        if producer.graph is not None and producer in producer.graph and producer.is_dead:
             self.do_not_duplicate.pop(producer.uid, None)
             self._remove_from_queue(producer)
             producer.graph.remove(producer)

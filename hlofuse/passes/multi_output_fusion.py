@@ -244,7 +244,7 @@ class MultiOutputFusion:
         if target.opcode != "fusion":
             target = create_fusion(chosen, choose_fusion_kind(producer, chosen, self.cfg))
         fuse_into_multi_output(target, producer)
-        if producer in self.graph and not producer.users:
+        if producer in self.graph and producer.is_dead:
             remove_instruction(self.graph, producer)
         self.model.analysis.revisit(target)
         self.reachable.fused(target)

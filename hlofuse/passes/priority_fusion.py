@@ -90,7 +90,7 @@ def sort_iota_fusion(program: "Program", ctx: "Context") -> bool:
             fusion = g.create_fusion(node, "kCustom")
             for iota in iotas:
                 g.fuse_instruction(fusion, iota)
-                if not iota.users and iota in graph:
+                if iota in graph and iota.is_dead:
                     graph.remove(iota)
             changed = True
     return changed
@@ -159,7 +159,7 @@ class PriorityFusionRun:
                 self._on_fusing(fusion, producer, consumer)
                 self.changed = True
             self._removed_consumer_runtimes(producer, consumers)
-            if not producer.users:
+            if producer.is_dead:
                 self._invalidate(producer)
                 self._unqueue(producer)
                 self.graph.remove(producer)
