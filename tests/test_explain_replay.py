@@ -207,6 +207,15 @@ def test_a_dump_with_a_snapshot_is_replayed_from_it():
     assert ex.replayed_from.startswith("snapshot before fusion") and "before_variadic-op-splitter" in ex.replayed_from
 
 
+@pytest.mark.parametrize("folder", ["gpu-legacy-rtx2080ti/cartpole_b_concat_vecdone", "cpu/cartpole_a_rng"])
+def test_the_replay_is_measured_against_xlas_snapshot_after_fusion(folder):
+    # `check` reproduces every kernel of these dumps' snapshots right after fusion; the final
+    # module also holds copy insertion's copies (and, on XLA:CPU, the snapshot precedes
+    # fusion-wrapper), which are no kernels the replay failed to make.
+    ex = explained(str(SAMPLES / folder))
+    assert not any(n.startswith("the replay reproduces") for n in ex.notes), ex.notes
+
+
 def test_without_a_snapshot_the_fusions_are_inlined_and_replayed():
     (path,) = (SAMPLES / "gpu-current-h100" / "cartpole_a_rng_customcall").glob("*after_optimizations.txt")
     module = parse_text(path.read_text(encoding="utf-8"), str(path))

@@ -46,10 +46,10 @@ class DumpContext:
 
         return fusion_snapshot(list(self.files), "before_fusion", pipeline)
 
-    def after_fusion_snapshot(self):
+    def after_fusion_snapshot(self, pipeline: str | None = None):
         from ..dumpdir import fusion_snapshot
 
-        return fusion_snapshot(list(self.files), "after_fusion")
+        return fusion_snapshot(list(self.files), "after_fusion", pipeline)
 
     def xla_log(self):
         from ..dumpdir import priority_fusion_log
