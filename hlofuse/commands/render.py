@@ -57,8 +57,10 @@ def render_cmd(input, output, module_name, stage, computation, focus, radius, co
         source = to_dot(module, None, DrawOptions(computation=computation, focus=focus, radius=radius,
                                                   collapse=collapse, title=f"{module.name} before fusion"))
     else:
+        from ..triage import TriageOptions
+
         ex = build_explanation(input, module_name, stage, backend, pipeline, gpu, xla_flags=xla_flags,
-                               quiet=True).explanation
+                               quiet=True, triage=TriageOptions(predict=False)).explanation
         source = to_dot(ex.fused_module, ex, options)
     err = stderr_console()
     if as_dot:

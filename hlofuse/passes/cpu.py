@@ -135,15 +135,68 @@ def fusion_pass(program: "Program", ctx: "Context") -> bool:
         if inlined:
             ctx.notes.append(f"no-library mode: inlined {inlined} library fusion(s) of the input before `fusion`; "
                              "XLA without YNN fusion also shapes reductions differently earlier, so this is approximate")
+    else:
+        types = ynn_fusion_types(ctx.options.xla_flags)
+        if types is not None:
+            inlined = inline_library_fusions(program, lambda node: ynn_fusion_type(node) not in types)
+            if inlined:
+                ctx.notes.append(f"xla_cpu_experimental_ynn_fusion_type={','.join(sorted(types)) or '(empty)'}: "
+                                 f"inlined {inlined} library fusion(s) of other types before `fusion` "
+                                 "(approximate: XLA's passes before fusion may also shape such ops differently)")
     return InstructionFusion(CpuPolicy()).run(program, ctx)
 
 
-def inline_library_fusions(program: "Program") -> int:
-    """Replace every library (kCustom) fusion by the instructions of its body."""
+#: What `xla_cpu_experimental_ynn_fusion_type` holds unless set (docs/xla/cpu-fusion.md §5.1).
+DEFAULT_YNN_FUSION_TYPES = frozenset({"INDIVIDUAL_DOT", "INDIVIDUAL_CONVOLUTION", "REDUCE"})
+YNN_FUSION_TYPES = frozenset({"DOT", "ELTWISE", "REDUCE", "INDIVIDUAL_DOT", "INDIVIDUAL_CONVOLUTION"})
+YNN_FLAG = "xla_cpu_experimental_ynn_fusion_type"
+
+
+def ynn_fusion_types(xla_flags) -> frozenset[str] | None:
+    """The library fusion types `--xla_cpu_experimental_ynn_fusion_type` sets in XLA_FLAGS text
+    (None when the flag is not given): a comma-separated list, or `+TYPE`/`-TYPE` edits of
+    the default; "" turns library fusion off."""
+    from ..errors import InputError
+
+    found = None
+    for token in " ".join(xla_flags or ()).split():
+        name, _, value = token.lstrip("-").partition("=")
+        if name == YNN_FLAG:
+            found = value.strip("'\"")
+    if found is None:
+        return None
+    items = [item.strip() for item in found.split(",") if item.strip()]
+    types = set(DEFAULT_YNN_FUSION_TYPES) if items and all(i[0] in "+-" for i in items) else set()
+    for item in items:
+        name = item.lstrip("+-").upper()
+        if name not in YNN_FUSION_TYPES:
+            raise InputError(f"--{YNN_FLAG}={found}: {name} is not a library fusion type; XLA's types: "
+                             f"{', '.join(sorted(YNN_FUSION_TYPES))}")
+        (types.discard if item.startswith("-") else types.add)(name)
+    return frozenset(types)
+
+
+def ynn_fusion_type(node: "Node") -> str:
+    """Which type of `xla_cpu_experimental_ynn_fusion_type` made a library fusion: what started
+    it (a dot or convolution alone, a reduction grown with its neighbours) — the types
+    LibraryRewriter starts fusions from (docs/xla/cpu-fusion.md §5.3)."""
+    opcodes = {n.opcode for n in node.fused.nodes()} if node.fused is not None else {node.opcode}
+    if "dot" in opcodes:
+        return "INDIVIDUAL_DOT"
+    if "convolution" in opcodes:
+        return "INDIVIDUAL_CONVOLUTION"
+    if opcodes & {"reduce", "reduce-window"}:
+        return "REDUCE"
+    return "ELTWISE"
+
+
+def inline_library_fusions(program: "Program", which=None) -> int:
+    """Replace every library (kCustom) fusion (or those `which(node)` picks) by the
+    instructions of its body."""
     count = 0
     for graph in program.non_fusion_graphs():
         for node in graph.post_order():
-            if rc.library_fusion_kind(node) is not None:
+            if rc.library_fusion_kind(node) is not None and (which is None or which(node)):
                 inline_fusion(node)
                 count += 1
     return count
