@@ -210,8 +210,10 @@ def test_html_report_is_self_contained(demo, tmp_path):
     assert "<script" not in html.lower() and "<link" not in html.lower()
     assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', html), "no external resources"
     assert "<style>" in html
-    rows = re.findall(r"<tr><td class=\"num\">\d+</td>", html)
+    rows = re.findall(r"<tr><td class=\"num\">\d+</td><td><code>", html)  # boundary rows name producers
     assert len(rows) == len(demo.boundaries)
+    groups = re.findall(r"<tr><td class=\"num\">\d+</td><td class=\"num\">", html)
+    assert len(groups) == len(demo.groups) and "Modelled:" in html
     if shutil.which("dot"):
         assert "<svg" in html and 'class="cluster"' in html and "<?xml" not in html
     else:
