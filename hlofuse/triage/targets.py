@@ -120,7 +120,12 @@ class _CpuPricer:
     def kernel(self, node: Node) -> KernelTime:
         r = self.r
         a = self.analysis
-        flops = float(a.flop_count(node))
+        if node.opcode == "fusion" and node.fusion_kind == "kCustom" and node.fused is not None:
+            # a library (YNNPACK) fusion computes each op once; the elemental emitter's
+            # recomputation, which the fusion's utilisation counts, is not how it runs
+            flops = float(sum(max(a.flop_count(inner), 0) for inner in node.fused.nodes()))
+        else:
+            flops = float(a.flop_count(node))
         dot = _library_flops(node)
         if flops < 0 or node.opcode == "custom-call":
             flops = float(_elements_written(node))
