@@ -166,9 +166,8 @@ def print_report(report, *, as_json=False, csv_path=None, html_path=None, limit=
         from ..render.table import DEFAULT_TOP, print_explanation
 
         counted = f"in {report.counts[0].words}" if report.counts else None
-        # piped: lines as long as a wide terminal's (wrapped at spaces only); a terminal keeps its width
-        print_explanation(ex, stdout_console(width=200), limit=limit, counted=counted, top=top or DEFAULT_TOP,
-                          full=full)
+        # piped: $COLUMNS or 160 columns, wrapped at spaces only; a terminal keeps its width
+        print_explanation(ex, stdout_console(), limit=limit, counted=counted, top=top or DEFAULT_TOP, full=full)
     if matches:
         import sys
 

@@ -188,7 +188,8 @@ class Explanation:
             "kernels_per_computation": [
                 {"computation": c.name, "role": c.role, "kernels": c.kernels, "by_kind": dict(c.by_kind),
                  "runs": _num(c.runs), "modelled_us": _us(comp_us.get(c.name)),
-                 "modelled_us_per_run": _us(comp_us[c.name] * (c.runs or 1) if c.name in comp_us else None)}
+                 "modelled_us_per_run": _us(comp_us[c.name] * (1 if c.runs is None else c.runs)
+                                             if c.name in comp_us else None)}
                 for c in self.computations],
             "loops": [
                 {"while": lp.name, "computation": lp.computation, "body": lp.body, "condition": lp.condition,

@@ -51,7 +51,9 @@ def wrap(text: str, width: int, indent: str = "", first: str | None = None) -> l
     return wrapper.wrap(printable(text)) or [indent if first is None else first]
 
 
-def _say(console: Console, text: str, style: str = "", indent: str = "", first: str | None = None) -> None:
+def _say(console: Console, text: str, style: str = "", indent: str = "", first: str = "") -> None:
+    """Print plain `text` wrapped to the console (the first line prefixed by `first`, the
+    others by `indent`), in one style."""
     for line in wrap(text, console.width, indent, first):
         console.print(f"[{style}]{markup(line)}[/]" if style else markup(line), soft_wrap=True)
 
@@ -88,9 +90,12 @@ def print_explanation(ex, console: Console, *, limit: int | None = None, counted
         total = modelled["modelled_us_per_run"]
         paid = modelled["boundaries_us_per_run"]
         share = f" ({paid / total:.1%})" if total else ""
-        console.print(f"[bold]Modelled: {_us(total)} per run[/]" + markup(
-            f" on {modelled['target']['description']}; the boundaries account for {_us(paid)} of it{share}"),
-            soft_wrap=True)
+        head = f"Modelled: {_us(total)} per run"
+        lines = wrap(f"{head} on {modelled['target']['description']}; the boundaries account for {_us(paid)} of "
+                     f"it{share}", console.width, "  ", first="")
+        console.print(f"[bold]{markup(head)}[/]" + markup(lines[0][len(head):]), soft_wrap=True)
+        for line in lines[1:]:
+            console.print(markup(line), soft_wrap=True)
         if modelled["unknown_runs"]:
             _say(console, "a loop's trip count is unknown: its computations are counted as running once "
                           f"({', '.join(modelled['unknown_runs'])})", "yellow")
@@ -119,8 +124,8 @@ def print_groups(ex, console: Console, *, top: int | None = DEFAULT_TOP) -> None
     shown = groups if top is None else groups[:top]
     priced = ex.cost is not None
     title = "Costliest causes" if priced else "Causes"
-    console.print(f"[bold]{title}[/] ({len(shown)} of {len(groups)} groups of boundaries, by rule and source line"
-                  f"{', modelled time per run' if priced else ''})", soft_wrap=True)
+    _say(console, f"{title} ({len(shown)} of {len(groups)} groups of boundaries, by rule and source line"
+                  f"{', modelled time per run' if priced else ''})", "bold", indent="  ")
     total = ex.cost.total_us if priced else None
     said: dict[str, int] = {}
     width = console.width
@@ -129,16 +134,9 @@ def print_groups(ex, console: Console, *, top: int | None = DEFAULT_TOP) -> None
     for rank, g in enumerate(shown, 1):
         numbers = (f"{rank:>4}  {_num_us(g.modelled_us):>9}  {_share(g.share):>6}  {g.count:>5}  "
                    f"{_bytes(g.bytes_per_run):>10}  ")
-        source = g.source_words()
-        head = numbers + g.rule + ("  " + source if source else "")
-        style = rule_style(g.rule, g.tags)
-        if len(head) <= width or not source:
-            console.print(markup(numbers) + f"[{style}]{markup(g.rule)}[/]" + (f"  {markup(source)}" if source else ""),
-                          soft_wrap=True)
-        else:  # the source on a line of its own rather than cut
-            console.print(markup(numbers) + f"[{style}]{markup(g.rule)}[/]", soft_wrap=True)
-            _say(console, source, indent=" " * 8)
         pad = " " * 8
+        _print_words(console, [(numbers.rstrip(), ""), (g.rule, rule_style(g.rule, g.tags)),
+                               (g.source_words(), "")], pad)
         if g.fix is not None:
             _say(console, f"relaxing {g.rule} (predicted by a replay): {g.fix.words(total)}", indent=pad + "  ",
                  first=pad)
@@ -160,6 +158,25 @@ def print_groups(ex, console: Console, *, top: int | None = DEFAULT_TOP) -> None
         more = f" ({_us(us)}, {us / total:.1%})" if priced and total else ""
         _say(console, f"{len(rest)} more group(s){more}: --top {len(groups)} lists them, --all lists every "
                       "boundary, --json has everything", "dim", indent="  ")
+
+
+def _print_words(console: Console, pieces: list[tuple[str, str]], pad: str) -> None:
+    """Pieces (text, style) on one line two spaces apart, a piece that does not fit starting a
+    line of its own (indented by `pad`): never cut."""
+    line, plain = "", ""
+    for text, style in pieces:
+        if not text:
+            continue
+        styled = f"[{style}]{markup(text)}[/]" if style else markup(text)
+        if plain and len(plain) + 2 + len(text) > console.width:
+            console.print(line, soft_wrap=True)
+            line, plain = markup(pad) + styled, pad + text
+        elif plain:
+            line, plain = line + "  " + styled, plain + "  " + text
+        else:
+            line, plain = styled, text
+    if plain:
+        console.print(line, soft_wrap=True)
 
 
 def print_boundaries(ex, console: Console, *, limit: int | None = None) -> None:
@@ -184,7 +201,12 @@ def print_boundaries(ex, console: Console, *, limit: int | None = None) -> None:
             console.print(markup(first) + f"[{style}]{markup(b.rule)}[/]" + markup(tail[len(b.rule):]), soft_wrap=True)
         else:
             _say(console, first.rstrip(), indent=pad)
-            console.print(markup(pad) + f"[{style}]{markup(b.rule)}[/]" + markup(tail[len(b.rule):]), soft_wrap=True)
+            rest = tail[len(b.rule):]
+            if len(pad) + len(tail) <= console.width:
+                console.print(markup(pad) + f"[{style}]{markup(b.rule)}[/]" + markup(rest), soft_wrap=True)
+            else:
+                console.print(markup(pad) + f"[{style}]{markup(b.rule)}[/]", soft_wrap=True)
+                _say(console, rest.strip(), indent=pad + "  ", first=pad + "  ")
         why = (f"{b.decided_in}: " if b.decided_in else "") + b.reason
         _say(console, why, indent=pad + "  ", first=pad)
         for later in b.then:
@@ -210,7 +232,7 @@ def computations_table(ex) -> Table:
         row = [markup(c.name), c.role, str(c.kernels),
                ", ".join(f"{v} {k}" for k, v in sorted(c.by_kind.items(), key=lambda kv: -kv[1])), runs]
         if priced:
-            row.append(_num_us(per_comp.get(c.name, 0.0) * (c.runs or 1)))
+            row.append(_num_us(per_comp.get(c.name, 0.0) * (1 if c.runs is None else c.runs)))
         table.add_row(*row)
     return table
 

@@ -24,7 +24,7 @@ from ..errors import OptionError, UnknownRuleRef
 #: Library tags boundaries carry besides their rule's tags (rules/boundaries.py _LIBRARIES).
 LIBRARY_TAGS = frozenset({"rng", "triton", "cublas", "gemm", "cudnn", "ynn", "onednn", "lapack", "cusolver", "fft",
                           "topk", "sort", "library"})
-_THRESHOLD = re.compile(r"^(bytes|us)\s*(>=|>)\s*([0-9]*\.?[0-9]+)\s*([kmgKMG](?:i?[bB])?)?$")
+_THRESHOLD = re.compile(r"^(bytes|us)\s*(>=|>)\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kmgKMG](?:i?[bB])?)?$")
 _UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
