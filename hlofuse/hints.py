@@ -190,8 +190,8 @@ def _xla_flag(h: HintInput) -> Hint | None:
     if ynn_reduce:
         return Hint("xla-flag",
                     f"the {ynn_reduce[0]} is a reduction XLA:CPU gave to YNNPACK (a library fusion nothing fuses "
-                    f"into or out of): compile with XLA_FLAGS={YNN_FLAG} to keep reductions out of YNNPACK, "
-                    f"so XLA's own fusion can join them with their neighbours",
+                    f"into or out of): XLA_FLAGS={YNN_FLAG} keeps reductions out of YNNPACK, and XLA's own "
+                    f"fusion (with its tree reductions) takes them instead",
                     facts={"flag": YNN_FLAG})
     if h.rule == "GF-REDUCTION-EPILOGUE-DISABLED":
         return Hint("xla-flag",

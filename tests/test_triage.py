@@ -360,3 +360,38 @@ def test_piped_output_is_not_wrapped_inside_file_names():
     sources = set(re.findall(r"sample_dumps/programs\.py:\d+", result.stdout))
     assert sources  # whole paths, on one line each
     assert not re.search(r"sample_dumps/\n|programs\.\n", result.stdout)
+
+
+# ------------------------------------------------------------------------------------------
+# Many modules
+# ------------------------------------------------------------------------------------------
+
+
+def test_all_modules_ranks_the_groups_of_every_module_of_a_folder(tmp_path):
+    import shutil
+
+    for program in ("softmax", "layer_norm", "cartpole_c_separate"):
+        for f in (SAMPLES / "cpu" / program).iterdir():
+            shutil.copy(f, tmp_path / f.name)
+    result = CliRunner().invoke(main, ["explain", str(tmp_path), "--all-modules", "--json", "--no-predict"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["schema"] == "hlofuse.explain-modules/1"
+    assert sorted(m["module"] for m in payload["modules"]) == [
+        "module_0000.jit_cartpole_c_separate", "module_0000.jit_layer_norm", "module_0000.jit_softmax"]
+    assert all(m["error"] is None for m in payload["modules"])
+    alone = {m: hlofuse.explain(tmp_path, module=m, predict=False).explanation for m in
+             (x["module"] for x in payload["modules"])}
+    assert len(payload["groups"]) == sum(len(ex.groups) for ex in alone.values())
+    costs = [g["modelled_us"] for g in payload["groups"]]
+    assert costs == sorted(costs, reverse=True)
+    for m, ex in alone.items():
+        mine = [g for g in payload["groups"] if g["module"] == m]
+        assert [g["rule"] for g in mine] == [g.rule for g in ex.groups]
+    text = CliRunner().invoke(main, ["explain", str(tmp_path), "--all-modules", "--no-predict", "--top", "3"])
+    assert text.exit_code == 0 and "3 modules in" in text.stdout and "Costliest causes across the modules" in text.stdout
+    gate = CliRunner().invoke(main, ["explain", str(tmp_path), "--all-modules", "--no-predict", "--fail-on",
+                                     "BND-COPY-INSERTED"])
+    assert gate.exit_code == 10
+    misuse = CliRunner().invoke(main, ["explain", str(tmp_path), "--all-modules", "--module", "jit_softmax"])
+    assert misuse.exit_code == 2

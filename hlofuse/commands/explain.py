@@ -76,6 +76,9 @@ def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(
               help="Show everything: kernels per computation, loops, every boundary with its reason, every group.")
 @click.option("--limit", type=click.IntRange(min=0), default=None, metavar="N",
               help="With --all, show at most N boundaries (JSON, CSV and HTML always hold all).")
+@click.option("--all-modules", "all_modules", is_flag=True,
+              help="Explain every module of the dump folder (in parallel processes) and rank their groups of "
+                   "boundaries together.")
 @click.option("--fail-on", "fail_on", multiple=True, metavar="COND",
               help="Exit with code 10 when a group of boundaries matches COND: a rule id, name or glob, a "
                    "tag, bytes>N (bytes per run; K, M, G suffixes), us>N (modelled µs per run), or several "
@@ -83,7 +86,7 @@ def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(
 @triage_options
 @guarded()
 def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, relax, as_json, csv_path, html_path,
-                top, show_all, limit, fail_on, predict, cpu_bandwidth, cpu_gflops, cpu_launch_us):
+                top, show_all, limit, all_modules, fail_on, predict, cpu_bandwidth, cpu_gflops, cpu_launch_us):
     """Explain every kernel boundary and what it costs: the modelled time of the program, the
     costliest causes (rule and source line) with what relaxing the rule or following the hint
     would gain here; with --all, which rule keeps each pair of kernels apart, with XLA's reason,
@@ -125,6 +128,11 @@ def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, re
     if top is not None and show_all:
         raise OptionError("--top and --all contradict each other: --all lists every group")
     conditions = parse_conditions(fail_on)
+    if all_modules:
+        return _explain_folder(input, module_name, csv_path, html_path, relax, as_json, top, show_all, conditions,
+                               dict(stage=stage, backend=backend, pipeline=pipeline, gpu=gpu, xla_flags=xla_flags,
+                                    predict=predict, cpu_bandwidth=_giga(cpu_bandwidth),
+                                    cpu_flop_rate=_giga(cpu_gflops), cpu_launch_us=cpu_launch_us))
     options = make_triage_options(predict, _giga(cpu_bandwidth), _giga(cpu_gflops), cpu_launch_us,
                                   predict_top=None if show_all else (top or DEFAULT_TOP))
     report = build_explanation(input, module_name, stage, backend, pipeline, gpu, relax, xla_flags, quiet=as_json,
@@ -137,6 +145,44 @@ def _giga(value):
     return None if value is None else value * 1e9
 
 
+def _explain_folder(folder, module_name, csv_path, html_path, relax, as_json, top, show_all, conditions, options):
+    """--all-modules: every module of a dump folder, one ranking of their groups."""
+    import os
+    import time
+
+    from ..render.table import DEFAULT_TOP, print_folder
+    from ..triage.gate import check_gate, gate_dict, gate_message
+    from ..triage.modules import triage_folder
+
+    for given, name in ((module_name, "--module"), (csv_path, "--csv"), (html_path, "--html"), (relax, "--relax")):
+        if given:
+            raise OptionError(f"{name} applies to one module: give it without --all-modules")
+    if not os.path.isdir(folder):
+        raise OptionError(f"--all-modules needs a dump folder; {folder} is not one")
+    start = time.perf_counter()
+    result = triage_folder(folder, options)
+    took = time.perf_counter() - start
+    groups = result.group_records()
+    matches = check_gate(groups, conditions) if conditions else []
+    if as_json:
+        import json
+
+        payload = result.to_dict()
+        payload["seconds"] = round(took, 2)
+        if conditions:
+            payload["fail_on"] = gate_dict(groups, conditions, matches)
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        print_folder(result, stdout_console(), top=None if show_all else (top or DEFAULT_TOP), seconds=took)
+    if matches:
+        import sys
+
+        from ..errors import EXIT_GATE
+
+        stderr_console().print(f"[red]failed:[/] {markup(gate_message(matches))}", soft_wrap=True)
+        sys.exit(EXIT_GATE)
+
+
 def print_report(report, *, as_json=False, csv_path=None, html_path=None, limit=None, top=None, full=False,
                  conditions=()) -> None:
     """An ExplainReport as `explain` prints it (also `compile --explain`): the report, or
@@ -145,7 +191,7 @@ def print_report(report, *, as_json=False, csv_path=None, html_path=None, limit=
     from ..triage.gate import check_gate, gate_dict
 
     ex = report.explanation
-    matches = check_gate(ex, conditions) if conditions else []
+    matches = check_gate(ex.groups, conditions) if conditions else []
     err = stderr_console()
     if csv_path:
         from ..render.csv import to_csv
@@ -160,7 +206,7 @@ def print_report(report, *, as_json=False, csv_path=None, html_path=None, limit=
 
         payload = report.to_dict()
         if conditions:
-            payload["fail_on"] = gate_dict(ex, conditions, matches)
+            payload["fail_on"] = gate_dict(ex.groups, conditions, matches)
         click.echo(json.dumps(payload, indent=2))
     else:
         from ..render.table import DEFAULT_TOP, print_explanation

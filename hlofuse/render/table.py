@@ -179,6 +179,60 @@ def _print_words(console: Console, pieces: list[tuple[str, str]], pad: str) -> N
         console.print(line, soft_wrap=True)
 
 
+def print_folder(result, console: Console, *, top: int | None = DEFAULT_TOP, seconds: float | None = None) -> None:
+    """`explain --all-modules`: a line per module, then the costliest groups across them."""
+    mods = result.modules
+    failed = [m for m in mods if m.error]
+    took = f" in {seconds:.1f} s" if seconds is not None else ""
+    _say(console, f"{len(mods)} modules in {result.folder}: {len(mods) - len(failed)} explained, {len(failed)} "
+                  f"failed{took}; modelled times are per run of each module", "bold")
+    console.print(f"[dim]{'µs/run':>10}  {'kernels':>7}  {'boundaries':>10}  module  (backend, costliest cause)[/]",
+                  soft_wrap=True)
+    ranked = sorted(mods, key=lambda m: -((m.payload or {}).get("summary", {}).get("modelled") or {}).get(
+        "modelled_us_per_run", 0.0) if m.payload else 0.0)
+    for m in ranked:
+        if m.error:
+            _say(console, f"{'-':>10}  {'':>7}  {'':>10}  {m.key}: {m.error}", "red", indent=" " * 12)
+            continue
+        s = m.payload["summary"]
+        modelled = s.get("modelled") or {}
+        first = m.payload["groups"][0] if m.payload["groups"] else None
+        cause = f"{first['rule']} {_num_us(first['modelled_us'])} µs" if first else "no boundary"
+        where = ", ".join(x for x in (m.payload["backend"], m.payload["pipeline"], m.payload["gpu"]) if x)
+        _print_words(console, [(f"{_num_us(modelled.get('modelled_us_per_run')):>10}  {s['kernels']:>7}  "
+                                f"{s['boundaries']:>10}", ""), (m.key, "bold"), (f"({where}; {cause})", "dim")],
+                     " " * 12)
+    groups = list(result.groups)
+    shown = groups if top is None else groups[:top]
+    if not shown:
+        return
+    _say(console, f"Costliest causes across the modules ({len(shown)} of {len(groups)} groups, by module, rule and "
+                  "source line; share of its module's modelled time)", "bold")
+    console.print(f"[dim]{'#':>4}  {'µs/run':>9}  {'share':>6}  {'count':>5}  {'bytes/run':>10}  module  rule  "
+                  f"source[/]", soft_wrap=True)
+    pad = " " * 8
+    for rank, g in enumerate(shown, 1):
+        source = g["source"]
+        where = f"{source['file'] or '?'}:{source['line'] if source['line'] is not None else '?'}" if source else ""
+        numbers = f"{rank:>4}  {_num_us(g['modelled_us']):>9}  {_share(g['share']):>6}  {g['count']:>5}  " \
+                  f"{_bytes(g['bytes_per_run']):>10}"
+        _print_words(console, [(numbers, ""), (g["module"], "dim"), (g["rule"], rule_style(g["rule"], g["tags"])),
+                               (where, "")], pad)
+        fix = g.get("fix")
+        if fix is not None:
+            words = f"{fix['modelled_us_delta']:+.3g} µs per run" if fix["modelled_us_delta"] is not None else \
+                f"not predicted ({fix['error']})"
+            if fix.get("kernels_delta"):
+                words += f", {fix['kernels_delta']:+d} kernel(s)"
+            _say(console, f"relaxing {g['rule']} (predicted by a replay): {words}", indent=pad + "  ", first=pad)
+        if g.get("hint"):
+            _say(console, f"hint: {g['hint']}", "cyan", indent=pad + "  ", first=pad)
+    rest = len(groups) - len(shown)
+    if rest:
+        _say(console, f"{rest} more group(s): --top {len(groups)} lists them, --json has everything", "dim",
+             indent="  ")
+
+
 def print_boundaries(ex, console: Console, *, limit: int | None = None) -> None:
     """Every boundary (the first `limit`): producer → consumer, rule, bytes, modelled time,
     source; the reason, what later passes did, XLA's own reason indented below."""

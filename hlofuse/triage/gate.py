@@ -99,13 +99,13 @@ def _term(text: str) -> Term:
     return Term(text, rules=frozenset(r.id for r in matched))
 
 
-def check_gate(ex, conditions) -> list[tuple[Condition, object]]:
-    """(condition, group) for every group a condition matches, in the groups' order."""
-    return [(c, g) for g in ex.groups for c in conditions if c.matches(g)]
+def check_gate(groups, conditions) -> list[tuple[Condition, object]]:
+    """(condition, group) for every group (groups.Group) a condition matches, in order."""
+    return [(c, g) for g in groups for c in conditions if c.matches(g)]
 
 
-def gate_dict(ex, conditions, matches) -> dict:
-    index = {id(g): i for i, g in enumerate(ex.groups)}
+def gate_dict(groups, conditions, matches) -> dict:
+    index = {id(g): i for i, g in enumerate(groups)}
     return {"conditions": [c.text for c in conditions], "failed": bool(matches),
             "matches": [{"condition": c.text, "group": index[id(g)], "rule": g.rule,
                          "source": g.source.short() if g.source is not None else None} for c, g in matches]}
