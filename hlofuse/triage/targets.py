@@ -108,14 +108,27 @@ class CpuRoofline:
         return _CpuPricer(self)
 
 
+def _cpu_cost_analysis(roofline: CpuRoofline):
+    """XLA's cost analysis with the CPU's per-element op costs; a concatenate only moves data
+    (XLA:GPU charges 6 flops per element for its index arithmetic; a CPU copies)."""
+    from ..cost.analysis import GpuHloCostAnalysis
+
+    class CpuCostAnalysis(GpuHloCostAnalysis):
+        def _instruction(self, node):
+            props = super()._instruction(node)
+            if node.opcode == "concatenate":
+                props.flops = 0.0
+            return props
+
+    return CpuCostAnalysis(_CpuProfile(roofline.op_flops), concat_penalty=False)
+
+
 class _CpuPricer:
     """Prices the kernels of one program on a CpuRoofline (one cost analysis, cached per node)."""
 
     def __init__(self, roofline: CpuRoofline):
-        from ..cost.analysis import GpuHloCostAnalysis
-
         self.r = roofline
-        self.analysis = GpuHloCostAnalysis(_CpuProfile(roofline.op_flops), concat_penalty=False)
+        self.analysis = _cpu_cost_analysis(roofline)
 
     def kernel(self, node: Node) -> KernelTime:
         r = self.r
