@@ -60,7 +60,7 @@ LOOP = {"while", "computation", "body", "condition", "trip_count", "trip_count_f
         "modelled_us_per_iteration", "modelled_us_per_run"}
 GROUP = {"rule", "source", "count", "bytes", "bytes_per_run", "modelled_us", "share", "relaxable", "tags", "hint",
          "hint_kind", "hint_fix", "fix", "boundaries"}
-CHANGE = {"basis", "kernels_delta", "launches_delta", "modelled_us_delta", "worse", "speedup", "error"}
+CHANGE = {"basis", "kernels_delta", "launches_delta", "modelled_us_delta", "worse", "speedup", "upper_bound", "error"}
 MODELLED = {"target", "modelled_us_per_run", "launches_per_run", "kernels", "unknown_runs", "boundaries_us_per_run",
             "groups", "predictions"}
 

@@ -75,7 +75,7 @@ def _unroll(boundaries, cost: ModuleCost, loop, k: int) -> Change | None:
                       if b.consumer_computation in (loop.body, loop.condition)
                       and ("loop-carried" in b.crossing or (b.consumer_kernel is None and not b.crossing)))
     us = saved_launches * launch_us + crossing_us * (trip - kept) / trip
-    return Change("hint:unroll", -us, None, -saved_launches, cost.total_us)
+    return Change("hint:unroll", -us, None, -saved_launches, cost.total_us, upper_bound=True)
 
 
 def _is_rng_kernel(module, kernel) -> bool:

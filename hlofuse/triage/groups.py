@@ -27,6 +27,8 @@ class Change:
     error: str | None = None
     #: Seconds the prediction took (a replay and its pricing), where it needed one.
     seconds: float | None = None
+    #: Whether the prediction is a bound (the most the change can gain), not an estimate.
+    upper_bound: bool = False
 
     @property
     def worse(self) -> bool | None:
@@ -43,7 +45,7 @@ class Change:
     def to_dict(self) -> dict:
         return {"basis": self.basis, "kernels_delta": self.kernels_delta, "launches_delta": self.launches_delta,
                 "modelled_us_delta": _r(self.modelled_us_delta), "worse": self.worse,
-                "speedup": _r(self.ratio), "error": self.error}
+                "speedup": _r(self.ratio), "upper_bound": self.upper_bound, "error": self.error}
 
     def words(self, total_us: float | None) -> str:
         """"-12.3 µs per run (8.1% of the modelled time), 100 launches fewer"."""
@@ -52,7 +54,7 @@ class Change:
         if self.modelled_us_delta is None:
             return "not predicted"
         delta = self.modelled_us_delta
-        parts = [f"{_signed(delta)} µs per run"]
+        parts = [f"{'up to ' if self.upper_bound else ''}{_signed(delta)} µs per run"]
         if total_us:
             parts[0] += f" ({abs(delta) / total_us:.1%} {'slower' if delta > 0 else 'faster'})" \
                 if abs(delta) / total_us >= 0.0005 else " (no change)"
