@@ -71,7 +71,8 @@ class Explainer:
             computations=tuple(computations), loops=tuple(self.loops.loops), detected=self.detected.why,
             notes=tuple(dict.fromkeys(self.notes)), xla_log=str(log.path) if log is not None else None,
             fused_module=self.m, replayed_from=_replayed_from(replay),
-            replay_result=replay.result if replay is not None else None)
+            replay_result=replay.result if replay is not None else None,
+            fused_program=self.fused_graph.program_if_built())
 
     def _order(self):
         """Boundaries by computation, then what users ask about first: kernel-to-kernel

@@ -158,6 +158,9 @@ class Explanation:
     cost: Any = field(default=None, repr=False, compare=False)
     groups: tuple = ()
     predictions: str | None = None
+    #: The graph.Program of `fused_module` the explainer built (its rules asked it), for the
+    #: triage to price the same nodes; None once priced or when none was built.
+    fused_program: Any = field(default=None, repr=False, compare=False)
 
     def by_rule(self) -> Counter:
         return Counter(b.rule for b in self.boundaries)

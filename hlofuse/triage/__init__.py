@@ -63,7 +63,7 @@ def triage(ex, options: TriageOptions = TriageOptions(), xla_flags: tuple[str, .
     if target is None or ex.fused_module is None:
         groups = group_boundaries(ex.boundaries, {c.name: c.runs or 1 for c in ex.computations}, None)
         return replace(ex, groups=tuple(groups), predictions="no cost model for this backend")
-    cost = price_module(ex.fused_module, target)
+    cost = price_module(ex.fused_module, target, ex.fused_program)
     kernels = []
     for k in ex.kernels:
         priced = cost.kernel(k.computation, k.name)
@@ -75,7 +75,7 @@ def triage(ex, options: TriageOptions = TriageOptions(), xla_flags: tuple[str, .
     changes, status = _predict(ex, groups, boundaries, cost, target, options, xla_flags)
     groups, boundaries = _with_predictions(ex, groups, boundaries, cost, changes)
     return replace(ex, kernels=tuple(kernels), boundaries=tuple(boundaries), groups=tuple(groups), cost=cost,
-                   predictions=status)
+                   predictions=status, fused_program=None)
 
 
 def _predict(ex, groups, boundaries, cost, target, options: TriageOptions, xla_flags) -> tuple[dict, str]:
@@ -116,6 +116,7 @@ def _with_predictions(ex, groups, boundaries, cost, changes):
 
     out = []
     words_of: dict[int, str] = {}
+    by_hint: dict[tuple, object] = {}
     for g in groups:
         fix = changes.get(f"relax:{g.rule}") if g.relaxable else None
         hint = _hint_of(boundaries, g)
@@ -124,8 +125,13 @@ def _with_predictions(ex, groups, boundaries, cost, changes):
         if hint is not None:
             if hint.kind == "xla-flag":
                 hint_fix = changes.get(f"flag:{hint.facts['flag']}")
-            else:
+            elif hint.kind == "packed-state":
                 hint_fix = hint_change(hint, ex, boundaries, cost, g.boundaries)
+            else:  # a loop's hint: the same change for every group it holds
+                key = (hint.kind, tuple(sorted(hint.facts.items())))
+                if key not in by_hint:
+                    by_hint[key] = hint_change(hint, ex, boundaries, cost, g.boundaries)
+                hint_fix = by_hint[key]
             text = hint.words(hint_fix.words(cost.total_us) if hint_fix is not None else None)
             for i in g.boundaries:
                 if boundaries[i].hint_kind == hint.kind:

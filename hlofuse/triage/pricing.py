@@ -25,6 +25,7 @@ replay against the plain one, or two compiles of one program).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterable, Mapping
 
 from .. import ir
@@ -55,7 +56,7 @@ class KernelCost:
 
 
 @dataclass(frozen=True)
-class ModuleCost:
+class ModuleCost:  # noqa: PLR0904 - figures asked for often are computed once (cached_property)
     """The modelled time of a fused module on one target."""
 
     target: str  # the target's description
@@ -71,12 +72,12 @@ class ModuleCost:
     loops: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     _index: dict = field(default_factory=dict, compare=False, repr=False)
 
-    @property
+    @cached_property
     def total_us(self) -> float:
         """Modelled µs per run of the program: every kernel launch."""
         return sum(k.us_per_run for k in self.kernels)
 
-    @property
+    @cached_property
     def launches(self) -> int:
         return sum(k.launches for k in self.kernels)
 
@@ -120,8 +121,9 @@ class BoundaryCost:
 # ------------------------------------------------------------------------------------------
 
 
-def price_module(module: ir.Module, target) -> ModuleCost:
-    """Every kernel of a fused module priced on `target` (targets.target_for)."""
+def price_module(module: ir.Module, target, program=None) -> ModuleCost:
+    """Every kernel of a fused module priced on `target` (targets.target_for); `program`: a
+    graph.Program of `module` already built (it is read, not changed or disposed)."""
     from ..explain.loops import LoopCounts
     from ..graph import Program
     from ..kernels import executed_computations
@@ -139,7 +141,9 @@ def price_module(module: ir.Module, target) -> ModuleCost:
             unknown.append(comp.name)
             r = 1
         runs[comp.name] = r
-    program = Program.from_module(module)
+    own = program is None
+    if own:
+        program = Program.from_module(module)
     try:
         pricer = target.pricer()
         kernels = []
@@ -152,7 +156,8 @@ def price_module(module: ir.Module, target) -> ModuleCost:
                 kernels.append(KernelCost(graph.name, node.name, t.launch_us, t.exec_us, t.flops, t.bytes,
                                           t.priced_by, launches))
     finally:
-        program.dispose()
+        if own:
+            program.dispose()
     return ModuleCost(target.description, target.to_dict(), tuple(kernels), runs, tuple(unknown),
                       _loop_costs(module, loops, kernels, runs))
 
