@@ -162,12 +162,14 @@ def explain_resolved(resolved: ResolvedInput, *, relax: Sequence[str] = (), xla_
                      source=None, triage=None) -> ExplainReport:
     """Explain a resolved input, then triage it (`triage`: TriageOptions, default ones when
     None); the kernel counts and why they differ added."""
+    from .collector import collector_paused
     from .explain import explain as explain_module
     from .triage import TriageOptions, triage as triage_explanation
 
-    ex = explain_module(resolved.module, dump=resolved.dump_context(), relax=tuple(relax), xla_flags=xla_flags,
-                        detection=resolved.detection)
-    ex = triage_explanation(ex, triage or TriageOptions(), tuple(xla_flags))
+    with collector_paused():  # both build graphs of the module; the triage takes its cycles apart
+        ex = explain_module(resolved.module, dump=resolved.dump_context(), relax=tuple(relax), xla_flags=xla_flags,
+                            detection=resolved.detection)
+        ex = triage_explanation(ex, triage or TriageOptions(), tuple(xla_flags))
     kernel_counts = explained_counts(resolved, ex)
     ex = replace(ex, notes=ex.notes + tuple(counts.differences(kernel_counts)))
     return ExplainReport(ex, resolved, tuple(kernel_counts), source)

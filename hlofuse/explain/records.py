@@ -158,6 +158,8 @@ class Explanation:
     cost: Any = field(default=None, repr=False, compare=False)
     groups: tuple = ()
     predictions: str | None = None
+    #: Seconds the predictions' replays took (not in the JSON: it differs run to run).
+    prediction_seconds: float | None = field(default=None, compare=False)
     #: The graph.Program of `fused_module` the explainer built (its rules asked it), for the
     #: triage to price the same nodes; None once priced or when none was built.
     fused_program: Any = field(default=None, repr=False, compare=False)

@@ -111,7 +111,8 @@ def print_explanation(ex, console: Console, *, limit: int | None = None, counted
     else:
         print_groups(ex, console, top=None if full else top)
     if ex.predictions and ex.groups:
-        _say(console, f"Predictions: {ex.predictions}" + (
+        took = f" in {ex.prediction_seconds:.1f} s" if ex.prediction_seconds is not None else ""
+        _say(console, f"Predictions: {ex.predictions}{took}" + (
             " (`hlofuse bench --plan replay --plan relax:RULE` measures a relaxation)"
             if ex.predictions.startswith("predicted") else ""), "dim")
     for note in ex.notes:

@@ -63,7 +63,10 @@ def triage(ex, options: TriageOptions = TriageOptions(), xla_flags: tuple[str, .
     if target is None or ex.fused_module is None:
         groups = group_boundaries(ex.boundaries, {c.name: c.runs or 1 for c in ex.computations}, None)
         return replace(ex, groups=tuple(groups), predictions="no cost model for this backend")
-    cost = price_module(ex.fused_module, target, ex.fused_program)
+    program = ex.fused_program if ex.fused_program is not None and ex.fused_program.entry is not None else None
+    cost = price_module(ex.fused_module, target, program)
+    if program is not None:
+        program.dispose()  # nothing asks the explainer's graph after this: free it now, cycles and all
     kernels = []
     for k in ex.kernels:
         priced = cost.kernel(k.computation, k.name)
@@ -72,10 +75,12 @@ def triage(ex, options: TriageOptions = TriageOptions(), xla_flags: tuple[str, .
     costs = price_boundaries(ex.boundaries, cost, target)
     boundaries = [replace(b, modelled_us=c.us, cost=c) for b, c in zip(ex.boundaries, costs)]
     groups = group_boundaries(boundaries, cost.runs, cost.total_us)
+    start = time.perf_counter()
     changes, status = _predict(ex, groups, boundaries, cost, target, options, xla_flags)
+    took = time.perf_counter() - start if changes else None
     groups, boundaries = _with_predictions(ex, groups, boundaries, cost, changes)
     return replace(ex, kernels=tuple(kernels), boundaries=tuple(boundaries), groups=tuple(groups), cost=cost,
-                   predictions=status, fused_program=None)
+                   predictions=status, prediction_seconds=took, fused_program=None)
 
 
 def _predict(ex, groups, boundaries, cost, target, options: TriageOptions, xla_flags) -> tuple[dict, str]:
@@ -100,13 +105,11 @@ def _predict(ex, groups, boundaries, cost, target, options: TriageOptions, xla_f
     if options.predict is None and size > PREDICT_MAX_INSTRUCTIONS:
         return {}, (f"not predicted: the module before fusion has {size:,} instructions (more than "
                     f"{PREDICT_MAX_INSTRUCTIONS:,}); --predict replays it {len(variants)} more time(s)")
-    start = time.perf_counter()
     baseline = cost if ex.stage == "replayed" else None
     changes = predict_changes(result, tuple(xla_flags), target, list(variants.values()), baseline, options.jobs)
-    took = time.perf_counter() - start
     which = "every group" if options.predict_top is None or options.predict_top >= len(groups) else \
         f"the {options.predict_top} costliest groups"
-    return changes, f"predicted for {which} by {len(variants)} replay(s) in {took:.1f} s"
+    return changes, f"predicted for {which} by {len(variants)} replay(s)"
 
 
 def _with_predictions(ex, groups, boundaries, cost, changes):
