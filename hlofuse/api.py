@@ -11,6 +11,7 @@ An input is a path (an HLO file, a `--xla_dump_to` folder, "-" for stdin), a fol
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -167,9 +168,12 @@ def explain_resolved(resolved: ResolvedInput, *, relax: Sequence[str] = (), xla_
     from .triage import TriageOptions, triage as triage_explanation
 
     with collector_paused():  # both build graphs of the module; the triage takes its cycles apart
+        start = time.perf_counter()
         ex = explain_module(resolved.module, dump=resolved.dump_context(), relax=tuple(relax), xla_flags=xla_flags,
                             detection=resolved.detection)
-        ex = triage_explanation(ex, triage or TriageOptions(), tuple(xla_flags))
+        # the explanation's replay took at most this: what each predicted fix's replay costs
+        took = time.perf_counter() - start
+        ex = triage_explanation(ex, triage or TriageOptions(), tuple(xla_flags), replay_seconds=took)
     kernel_counts = explained_counts(resolved, ex)
     ex = replace(ex, notes=ex.notes + tuple(counts.differences(kernel_counts)))
     return ExplainReport(ex, resolved, tuple(kernel_counts), source)

@@ -395,3 +395,16 @@ def test_all_modules_ranks_the_groups_of_every_module_of_a_folder(tmp_path):
     assert gate.exit_code == 10
     misuse = CliRunner().invoke(main, ["explain", str(tmp_path), "--all-modules", "--module", "jit_softmax"])
     assert misuse.exit_code == 2
+
+
+def test_automatic_predictions_stay_within_their_time_budget():
+    from hlofuse.triage import PREDICT_BUDGET_SECONDS
+
+    ex = hlofuse.explain(SOFTMAX_CPU, predict=False).explanation
+    slow = triage(ex, TriageOptions(jobs=1), replay_seconds=PREDICT_BUDGET_SECONDS * 2)
+    assert all(g.fix is None for g in slow.groups) and "would take about" in slow.predictions
+    assert "--predict runs them" in slow.predictions
+    forced = triage(ex, TriageOptions(predict=True, jobs=1), replay_seconds=PREDICT_BUDGET_SECONDS * 2)
+    assert any(g.fix is not None for g in forced.groups)
+    quick = triage(ex, TriageOptions(jobs=1), replay_seconds=0.01)
+    assert any(g.fix is not None for g in quick.groups)
