@@ -55,18 +55,21 @@ def generated(size: int, pipeline: str) -> Path:
     return path
 
 
-def run(args: list[str], extra: list[str]) -> tuple[float, int]:
-    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="160")
+def run(args: list[str], extra: list[str], code: Path = REPO) -> tuple[float, int]:
+    env = dict(os.environ, PYTHONPATH=str(code), COLUMNS="160")
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "hlofuse", *args, *extra], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, env=env, cwd=REPO)
+                          stderr=subprocess.PIPE, env=env, cwd=code)
     return time.perf_counter() - start, done.returncode
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", action="append", help="inputs whose name contains this")
+    ap.add_argument("--only", action="append", help="inputs whose name contains this (or is this, with --exact)")
+    ap.add_argument("--exact", action="store_true", help="--only names inputs exactly")
+    ap.add_argument("--code", default=str(REPO),
+                    help="the checkout whose hlofuse runs (e.g. an older commit's, to compare back to back)")
     ap.add_argument("--sizes", default="10000", help="generated module sizes (comma-separated; '' for none)")
     ap.add_argument("--commands", default=",".join(COMMANDS), help="which commands (comma-separated)")
     ap.add_argument("--extra", default="", help="options added to every command (e.g. --no-predict)")
@@ -76,7 +79,7 @@ def main(argv=None) -> int:
         for pipeline in ("priority", "cpu"):
             inputs.append((f"generated {pipeline} {size}", generated(size, pipeline)))
     if args.only:
-        inputs = [(n, p) for n, p in inputs if any(o in n for o in args.only)]
+        inputs = [(n, p) for n, p in inputs if any(o == n if args.exact else o in n for o in args.only)]
     commands = [c.strip() for c in args.commands.split(",") if c.strip()]
     extra = args.extra.split()
     print(f"load average {os.getloadavg()[0]:.1f}; median of {args.repeat} (wall-clock s, fresh process)")
@@ -92,7 +95,7 @@ def main(argv=None) -> int:
                     cmd_extra = extra
                 times, codes = [], set()
                 for _ in range(args.repeat):
-                    t, code = run(cmd, cmd_extra)
+                    t, code = run(cmd, cmd_extra, Path(args.code))
                     times.append(t)
                     codes.add(code)
                 cell = f"{statistics.median(times):.2f}"

@@ -114,7 +114,7 @@ def print_explanation(ex, console: Console, *, limit: int | None = None, counted
         took = f" in {ex.prediction_seconds:.1f} s" if ex.prediction_seconds is not None else ""
         _say(console, f"Predictions: {ex.predictions}{took}" + (
             " (`hlofuse bench --plan replay --plan relax:RULE` measures a relaxation)"
-            if ex.predictions.startswith("predicted") else ""), "dim")
+            if ex.predictions.startswith("predicted") else ""), "dim", indent="  ")
     for note in ex.notes:
         _say(console, f"note: {note}", indent="  ")
 
