@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .. import ir
+from ..counts import repeated
 
 UNKNOWN = "unknown"
 
@@ -193,7 +195,7 @@ class Explanation:
             "kernels_per_computation": [
                 {"computation": c.name, "role": c.role, "kernels": c.kernels, "by_kind": dict(c.by_kind),
                  "runs": _num(c.runs), "modelled_us": _us(comp_us.get(c.name)),
-                 "modelled_us_per_run": _us(comp_us[c.name] * (1 if c.runs is None else c.runs)
+                 "modelled_us_per_run": _us(repeated(comp_us[c.name], 1 if c.runs is None else c.runs)
                                              if c.name in comp_us else None)}
                 for c in self.computations],
             "loops": [
@@ -234,7 +236,8 @@ def _num(value):
 
 
 def _us(value):
-    return None if value is None else round(value, 4)
+    """µs for JSON: None where unknown, or past what a float holds (JSON has no infinity)."""
+    return None if value is None or not math.isfinite(value) else round(value, 4)
 
 
 def _launches_total(ex: Explanation) -> int | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..counts import repeated
 from .. import attributes, ir
 from ..kernels import executed_computations, is_kernel
 from ..terminal import printable
@@ -477,7 +478,7 @@ def _kernel_node(lines: list[str], seen: set[str], rank: int, comp: str, name: s
     if k is not None:
         label += f"\n{k.label}"
         if k.modelled_us is not None and k.launches:
-            label += f"\n{k.modelled_us * k.launches:.3g} µs/run"
+            label += f"\n{repeated(k.modelled_us, k.launches):.3g} µs/run"
     role = module.role(comp) if comp in module.by_name else ""
     if role and role != "entry":
         label += f"\nin {comp} ({role.replace('_', ' ')})"

@@ -4,6 +4,8 @@ API's ExplainReport returns as `.kernels`, `.boundaries` and `.groups`, and what
 
 from __future__ import annotations
 
+from ..counts import repeated
+
 #: Columns of boundaries_frame, the CSV's columns (a flat view of render/json.py's boundary dict).
 BOUNDARY_COLUMNS = (
     "producer", "consumer", "producer_kernel", "consumer_kernel", "producer_computation",
@@ -51,7 +53,7 @@ def kernels_frame(ex):
     rows = []
     for k in ex.kernels:
         s = k.source
-        per_run = k.modelled_us * k.launches if k.modelled_us is not None and k.launches is not None else None
+        per_run = repeated(k.modelled_us, k.launches) if k.modelled_us is not None and k.launches is not None else None
         rows.append({
             "computation": k.computation, "name": k.name, "kind": k.kind, "label": k.label, "role": k.role,
             "library": k.library, "instructions": len(k.instructions), "bytes_out": k.bytes_out,

@@ -5,6 +5,9 @@ changes meaning or disappears; adding a field is compatible."""
 from __future__ import annotations
 
 import json as _json
+import math
+
+from ..counts import repeated
 
 SCHEMA = "hlofuse.explain/1"
 
@@ -43,7 +46,7 @@ def kernel_dict(k) -> dict:
         "source": source_dict(k.source),
         "modelled_us": _us(k.modelled_us),
         "launches": k.launches,
-        "modelled_us_per_run": _us(k.modelled_us * k.launches if k.modelled_us is not None and k.launches is not None
+        "modelled_us_per_run": _us(repeated(k.modelled_us, k.launches) if k.modelled_us is not None and k.launches is not None
                                    else None),
         "priced_by": k.priced_by,
     }
@@ -102,7 +105,8 @@ def group_dict(g) -> dict:
 
 
 def _us(value):
-    return None if value is None else round(value, 4)
+    """µs for JSON: None where unknown, or past what a float holds (JSON has no infinity)."""
+    return None if value is None or not math.isfinite(value) else round(value, 4)
 
 
 def source_dict(s) -> dict | None:

@@ -10,12 +10,14 @@ as escapes, markup escaped)."""
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections import defaultdict
 
 from rich.console import Console
 from rich.table import Table
 
+from ..counts import repeated
 from ..terminal import markup, printable
 
 #: Colours of boundary reasons, by rule tag (first match) — the same families as the SVG.
@@ -89,7 +91,7 @@ def print_explanation(ex, console: Console, *, limit: int | None = None, counted
     if modelled is not None:
         total = modelled["modelled_us_per_run"]
         paid = modelled["boundaries_us_per_run"]
-        share = f" ({paid / total:.1%})" if total else ""
+        share = f" ({paid / total:.1%})" if total and paid is not None else ""
         head = f"Modelled: {_us(total)} per run"
         lines = wrap(f"{head} on {modelled['target']['description']}; the boundaries account for {_us(paid)} of "
                      f"it{share}", console.width, "  ", first="")
@@ -287,7 +289,7 @@ def computations_table(ex) -> Table:
         row = [markup(c.name), c.role, str(c.kernels),
                ", ".join(f"{v} {k}" for k, v in sorted(c.by_kind.items(), key=lambda kv: -kv[1])), runs]
         if priced:
-            row.append(_num_us(per_comp.get(c.name, 0.0) * (1 if c.runs is None else c.runs)))
+            row.append(_num_us(repeated(per_comp.get(c.name, 0.0), 1 if c.runs is None else c.runs)))
         table.add_row(*row)
     return table
 
@@ -409,6 +411,8 @@ def _bytes(n) -> str:
 def _num_us(us) -> str:
     if us is None:
         return "?"
+    if us == math.inf:  # a count of launches past what a float holds
+        return "∞"
     if us >= 100:
         return f"{us:,.0f}"
     return f"{us:.3g}" if us >= 0.01 else ("0" if us == 0 else f"{us:.1e}")
@@ -417,6 +421,8 @@ def _num_us(us) -> str:
 def _us(us) -> str:
     if us is None:
         return "? µs"
+    if us == math.inf:
+        return "∞ µs"
     if us >= 10_000:
         return f"{us / 1000:,.1f} ms"
     return f"{_num_us(us)} µs"

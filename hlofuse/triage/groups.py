@@ -9,6 +9,8 @@ time per run.  Groups are sorted by modelled time, then bytes per run, then coun
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -119,7 +121,7 @@ def group_boundaries(boundaries: Sequence, runs, total_us: float | None) -> list
             bytes=sum(boundaries[i].bytes for i in members),
             bytes_per_run=sum(boundaries[i].bytes * runs.get(boundaries[i].consumer_computation, 1)
                               for i in members),
-            modelled_us=us, share=(us / total_us) if us is not None and total_us else None,
+            modelled_us=us, share=(us / total_us) if us is not None and total_us and math.isfinite(total_us) else None,
             relaxable=first.relaxable, tags=tuple(first.tags), boundaries=tuple(members),
             hint=hinted.hint if hinted is not None else None,
             hint_kind=hinted.hint_kind if hinted is not None else None))

@@ -24,11 +24,14 @@ replay against the plain one, or two compiles of one program).
 
 from __future__ import annotations
 
+
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Iterable, Mapping
 
 from .. import ir
+from ..counts import repeated, shared
 from .targets import KernelTime
 
 
@@ -52,7 +55,7 @@ class KernelCost:
 
     @property
     def us_per_run(self) -> float:
-        return self.us * self.launches
+        return repeated(self.us, self.launches)
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,7 @@ def _loop_costs(module: ir.Module, loops, kernels: list[KernelCost], runs: Mappi
                     stack.extend(c for c in instr.called if c in module.by_name)
         total = sum(per_comp.get(c, 0.0) for c in inside)
         body_runs = runs.get(lp.body, 1) or 1
-        out[lp.name] = (total / body_runs, total)
+        out[lp.name] = (shared(total, body_runs), total)
     return out
 
 
@@ -207,13 +210,13 @@ def price_boundaries(boundaries: Iterable, cost: ModuleCost, target) -> list[Bou
     for b in boundaries:
         moved = target.transfer_us(b.bytes)
         producer_runs = cost.runs.get(b.producer_computation, 1)
-        write = moved * producer_runs / carriers[(b.producer_computation, b.producer_kernel, tuple(b.output))]
-        read = moved * cost.runs.get(b.consumer_computation, 1) if b.consumer_kernel is not None else 0.0
+        write = repeated(moved, producer_runs) / carriers[(b.producer_computation, b.producer_kernel, tuple(b.output))]
+        read = repeated(moved, cost.runs.get(b.consumer_computation, 1)) if b.consumer_kernel is not None else 0.0
         launch = 0.0
         if _adds_launch(b):
             kernel = cost.kernel(b.producer_computation, b.producer_kernel)
             if kernel is not None:
-                launch = kernel.launch_us * kernel.launches / launch_sharers[(b.producer_computation,
+                launch = repeated(kernel.launch_us, kernel.launches) / launch_sharers[(b.producer_computation,
                                                                               b.producer_kernel)]
         out.append(BoundaryCost(write, read, launch))
     return out
@@ -223,5 +226,6 @@ def _adds_launch(b) -> bool:
     return not b.crossing and b.consumer_kernel is not None
 
 
-def _r(us: float) -> float:
-    return round(us, 4)
+def _r(us: float) -> float | None:
+    """µs for JSON: None past what a float holds (JSON has no infinity)."""
+    return round(us, 4) if math.isfinite(us) else None
