@@ -13,6 +13,7 @@ outputs).  A replay that differs from XLA's fusion differs by the kernels `check
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -90,3 +91,22 @@ def differences(counts: list[KernelCount]) -> list[str]:
         if line is not None:
             out.append(line)
     return out
+
+
+def repeated(us: float, count: int) -> float:
+    """`us` repeated `count` times.  Counts are exact integers (nested loops of int64 trip
+    counts reach counts no float holds); their time is then infinite, never an exception."""
+    if not us:
+        return 0.0
+    try:
+        return us * count
+    except OverflowError:
+        return math.inf if us > 0 else -math.inf
+
+
+def shared(us: float, count: int) -> float:
+    """`us` shared out over `count` repetitions (0 where the count is past what a float holds)."""
+    try:
+        return us / count
+    except OverflowError:
+        return 0.0

@@ -101,7 +101,11 @@ def test_safe_console_escapes_strings_it_renders():
 
 
 def test_explain_table_shows_escapes_from_a_dump_as_text(hostile):
-    result = invoke(["explain", hostile, "--backend", "gpu", "--pipeline", "priority"])
+    ranked = invoke(["explain", hostile, "--backend", "gpu", "--pipeline", "priority"])
+    assert ranked.exit_code == 0, ranked.output
+    assert ESC not in ranked.output and "\x07" not in ranked.output
+    assert "\\x1b]0;owned\\x07f[/x].py:3" in ranked.stdout  # the groups' source lines
+    result = invoke(["explain", hostile, "--backend", "gpu", "--pipeline", "priority", "--all"])
     assert result.exit_code == 0, result.output
     assert ESC not in result.output and "\x07" not in result.output
     assert "evil\\x1b[31mRED\\x1b[0m" in result.stdout
