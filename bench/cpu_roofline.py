@@ -46,7 +46,7 @@ def _module(name: str, body: list[str], params: list[str], root: str) -> str:
 
 
 def bandwidth_module(n: int) -> str:
-    return _module("bandwidth", [f"c = f32[] constant(1)", f"b = f32[{n}] broadcast(c), dimensions={{}}",
+    return _module("bandwidth", ["c = f32[] constant(1)", f"b = f32[{n}] broadcast(c), dimensions={{}}",
                                  f"y = f32[{n}] add(p0, b)"], [f"f32[{n}]"], "y")
 
 

@@ -13,7 +13,7 @@ same values (a multi-output fusion with an output more or less: status `outputs`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from . import ir

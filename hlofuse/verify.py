@@ -178,7 +178,7 @@ class _Verifier:
             result_type = "pred"
         elif opcode in ("real", "imag", "abs"):
             result_type = _COMPLEX_PART.get(operand.element_type, operand.element_type)
-        self.expect(instr, operand.dims, result_type, f" (the shape of its operand)")
+        self.expect(instr, operand.dims, result_type, " (the shape of its operand)")
 
     def bitcast_convert(self, instr, operand: ir.Shape) -> None:
         old, new = operand.element_bits, instr.shape.element_bits

@@ -18,13 +18,12 @@ import functools
 import json
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
 import hlofuse
 from hlofuse.cost.terms import VERDICT_RULES
-from hlofuse.explain import UNKNOWN, dump_context, explain
+from hlofuse.explain import dump_context, explain
 from hlofuse.explain.unfused import inline_fusions
 from hlofuse.parse import parse_text
 from hlofuse.render.csv import boundaries_frame

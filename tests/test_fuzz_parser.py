@@ -16,7 +16,6 @@ import random
 import re
 import signal
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings

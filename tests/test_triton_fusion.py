@@ -6,7 +6,6 @@ into concatenates, and staying out of them when the tiling is slow)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ from hlofuse import xla_log
 from hlofuse.attributes import backend_config
 from hlofuse.check import check
 from hlofuse.cost import GpuPerformanceModel, tiled, tiling
-from hlofuse.cost import durations as dur
 from hlofuse.device import load_gpu
 from hlofuse.dumpdir import choose_module, fusion_snapshot, priority_fusion_log, scan
 from hlofuse.gpu.triton_support import instruction_support

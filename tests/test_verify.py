@@ -4,7 +4,6 @@ fusion tests) passes."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

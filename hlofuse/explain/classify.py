@@ -17,7 +17,6 @@ decision (XLA_REASONS lists XLA's words for each), reported with the pass that m
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 

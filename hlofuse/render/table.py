@@ -131,7 +131,6 @@ def print_groups(ex, console: Console, *, top: int | None = DEFAULT_TOP) -> None
                   f"{', modelled time per run' if priced else ''})", "bold", indent="  ")
     total = ex.cost.total_us if priced else None
     said: dict[str, int] = {}
-    width = console.width
     console.print(f"[dim]{'#':>4}  {'µs/run':>9}  {'share':>6}  {'count':>5}  {'bytes/run':>10}  rule  source[/]",
                   soft_wrap=True)
     for rank, g in enumerate(shown, 1):
