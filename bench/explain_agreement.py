@@ -104,6 +104,8 @@ def main(argv=None) -> int:
             row["with_xla_reason"] += 1
             verdict = {True: "agree", False: "differ", None: "not_compared"}[b.agrees_with_xla]
             row[verdict] += 1
+            if b.agrees_with_xla and "xla_logged_for_user" in (b.facts or {}):
+                row["agree_via_other_user"] += 1  # XLA's line names another user of the producer
             by_rule[(b.rule, verdict)] += 1
             if b.agrees_with_xla is not True:
                 pairs[(b.rule, short_reason(b.xla_reason))] += 1
@@ -130,6 +132,8 @@ def main(argv=None) -> int:
     for gpu in sorted(per_gpu):
         _row(gpu, per_gpu[gpu])
     _row("total", total)
+    print(f"agreements read from XLA's line for another user of the producer (all users or none): "
+          f"{total['agree_via_other_user']}")
     if pairs:
         print("\nnot agreeing, by (our rule, XLA's reason):")
         for (rule, xla), n in pairs.most_common():
