@@ -1,0 +1,65 @@
+"""The sentence a comparison leads with: what B launches and moves more or less than A, and
+the largest buffer a boundary materialises on one side only, with both sides' decisions."""
+
+from __future__ import annotations
+
+from .boundaries import own_account
+from .records import BoundaryChange, Totals, delta
+
+
+def headline(a: Totals, b: Totals, changes: tuple[BoundaryChange, ...], kernels_changed: int) -> str:
+    parts = []
+    launches, kernels = delta(a.launches_per_run, b.launches_per_run), delta(a.kernels, b.kernels)
+    if launches:
+        parts.append(f"launches {_more(launches, 'kernel')} per run")
+        if kernels and kernels != launches:
+            parts[-1] += f" ({_more(kernels, 'kernel')} in the program)"
+    elif kernels:
+        parts.append(f"has {_more(kernels, 'kernel')}")
+    moved = delta(a.bytes_per_run, b.bytes_per_run)
+    if moved:
+        parts.append(f"moves {size(abs(moved))} {'more' if moved > 0 else 'less'} per run across kernel boundaries")
+    us = delta(a.modelled_us_per_run, b.modelled_us_per_run)
+    if us is not None and abs(us) >= 0.005:
+        parts.append(f"is modelled {abs(us):.3g} µs {'slower' if us > 0 else 'faster'} per run")
+    if not parts and not changes and not kernels_changed:
+        return (f"No change: A and B have the same {a.kernels} kernel(s), "
+                f"{a.launches_per_run if a.launches_per_run is not None else '?'} launches per run and the same "
+                "boundaries.")
+    if parts:
+        lead = "B " + _join(parts)
+    else:
+        lead = (f"B has as many kernels and launches as A, but {kernels_changed} group(s) of kernels and "
+                f"{len(changes)} boundary(ies) differ")
+    if not changes:
+        return lead + "."
+    return f"{lead}: {change_sentence(changes[0])}."
+
+
+def change_sentence(change: BoundaryChange) -> str:
+    """`X (N per run, file:line) crosses a kernel boundary in B only: in A ...; in B ...`."""
+    b = change.boundary
+    own, other = ("B", "A") if change.side == "b" else ("A", "B")
+    what = b.producer
+    if b.source is not None and b.source.short():
+        what += f" ({b.source.short()})"
+    amount = size(change.bytes_per_run if change.bytes_per_run is not None else b.bytes)
+    target = b.consumer_kernel or b.consumer
+    return (f"{what}, {amount} per run, crosses from {b.producer_kernel} to {target} in {own} only: "
+            f"{change.other.text}; in {own} {own_account(b)}")
+
+
+def size(n: int | None) -> str:
+    from ..render.table import _bytes
+
+    return _bytes(n)
+
+
+def _more(n: int, noun: str) -> str:
+    return f"{abs(n)} {'more' if n > 0 else 'fewer'} {noun}{'s' if abs(n) != 1 else ''}"
+
+
+def _join(parts: list[str]) -> str:
+    if len(parts) == 1:
+        return parts[0]
+    return ", ".join(parts[:-1]) + " and " + parts[-1]

@@ -1,0 +1,148 @@
+"""Kernels of two compiles matched by what they compute.
+
+Two kernels are linked when they compute an instruction with the same key (keys.py).  A key
+that several kernels of one side compute (a broadcast XLA duplicated into each of its users)
+says nothing about which kernel is which, so it links only a kernel that has no key of its
+own.  The connected groups of linked kernels are the matches: one kernel each side is the same
+kernel (or the same with another kind, or with partly other instructions), one of A and several
+of B a split, several of A and one of B a merge.  A kernel linked to nothing whose
+instructions the other side computes all the same (duplicated into several kernels there) is
+merged into those kernels (or split out of them); then, among the kernels still unmatched, a
+kernel is matched by opcode and op name alone (a source change moves the lines of the code
+around it); what remains is added or removed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import replace
+
+from .records import (ADDED, CHANGED, CHANGED_KIND, MERGED, REGROUPED, REMOVED, SAME, SPLIT, KernelMatch)
+from .side import SideIndex
+
+
+def match_kernels(a: SideIndex, b: SideIndex) -> tuple[KernelMatch, ...]:
+    links_a, links_b = _links(a), _links(b)
+    parent: dict[tuple, tuple] = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(x, y):
+        parent[find(x)] = find(y)
+
+    by_key_b: dict = defaultdict(list)
+    for kid, keys in links_b.items():
+        find(("b", kid))
+        for key in keys:
+            by_key_b[key].append(kid)
+    for kid, keys in links_a.items():
+        find(("a", kid))
+        for key in keys:
+            for other in by_key_b.get(key, ()):
+                union(("a", kid), ("b", other))
+    groups: dict[tuple, list[tuple]] = defaultdict(list)
+    order = [("a", kid) for kid in a.kernel_keys] + [("b", kid) for kid in b.kernel_keys]
+    for node in order:
+        groups[find(node)].append(node)
+    matches = [_match(a, b, [k for s, k in nodes if s == "a"], [k for s, k in nodes if s == "b"])
+               for nodes in groups.values()]
+    matches = [_absorbed(a, b, m) for m in matches]
+    return tuple(_loosely(a, b, matches))
+
+
+def _absorbed(a: SideIndex, b: SideIndex, m: KernelMatch) -> KernelMatch:
+    """A removed kernel whose instructions B computes inside other kernels was merged into
+    them (an added one, split out of A's)."""
+    if m.status not in (ADDED, REMOVED):
+        return m
+    own, other = (a, b) if m.status == REMOVED else (b, a)
+    kid = (m.a or m.b)[0]
+    keys = own.kernel_keys[(kid.computation, kid.name)]
+    anchored = [k for k in keys if k.anchored]
+    if not anchored or any(k not in other.kernels_of for k in anchored):
+        return m
+    found = [k for k in keys if k in other.kernels_of]
+    hosts = list(dict.fromkeys(h for k in found for h in other.kernels_of[k]))
+    refs = tuple(other.ref(h) for h in hosts)
+    shared = sum(keys[k] for k in found)
+    if m.status == REMOVED:
+        return replace(m, status=MERGED, b=refs, shared=shared, only_a=m.only_a - shared)
+    return replace(m, status=SPLIT, a=refs, shared=shared, only_b=m.only_b - shared)
+
+
+def _loosely(a: SideIndex, b: SideIndex, matches: list[KernelMatch]) -> list[KernelMatch]:
+    """Pair what is still added with what is still removed by opcode and op name alone, the
+    most shared first (one to one); the rest stays added or removed."""
+    removed = [m for m in matches if m.status == REMOVED]
+    added = [m for m in matches if m.status == ADDED]
+    if not removed or not added:
+        return matches
+
+    def loose(side: SideIndex, ref) -> Counter:
+        return Counter((k.opcode, k.op) for k in side.kernel_keys[(ref.computation, ref.name)].elements())
+
+    pairs = []
+    for i, r in enumerate(removed):
+        for j, d in enumerate(added):
+            common = sum((loose(a, r.a[0]) & loose(b, d.b[0])).values())
+            if common and r.a[0].label == d.b[0].label:
+                pairs.append((-common, i, j))
+    used_r, used_a, paired = set(), set(), {}
+    for _, i, j in sorted(pairs):
+        if i not in used_r and j not in used_a:
+            used_r.add(i)
+            used_a.add(j)
+            paired[id(removed[i])] = added[j]
+    dropped = {id(added[j]) for j in used_a}
+    out = []
+    for m in matches:
+        if id(m) in dropped:
+            continue
+        if id(m) in paired:
+            d = paired[id(m)]
+            common = loose(a, m.a[0]) & loose(b, d.b[0])
+            shared = sum(common.values())
+            out.append(KernelMatch(CHANGED, m.a, d.b, shared, m.only_a - shared, d.only_b - shared, loose=True))
+        else:
+            out.append(m)
+    return out
+
+
+def _links(side: SideIndex) -> dict[tuple, set]:
+    """The keys each kernel is linked by: those no other kernel of its side computes, or all
+    its keys when it has none of its own."""
+    count = Counter(key for keys in side.kernel_keys.values() for key in keys)
+    out = {}
+    for kid, keys in side.kernel_keys.items():
+        own = {key for key in keys if count[key] == 1}
+        out[kid] = own or set(keys)
+    return out
+
+
+def _match(a: SideIndex, b: SideIndex, in_a: list, in_b: list) -> KernelMatch:
+    keys_a = sum((a.kernel_keys[k] for k in in_a), Counter())
+    keys_b = sum((b.kernel_keys[k] for k in in_b), Counter())
+    shared = sum((keys_a & keys_b).values())
+    only_a, only_b = sum((keys_a - keys_b).values()), sum((keys_b - keys_a).values())
+    refs_a, refs_b = tuple(a.ref(k) for k in in_a), tuple(b.ref(k) for k in in_b)
+    if not in_b:
+        status = REMOVED
+    elif not in_a:
+        status = ADDED
+    elif len(in_a) == 1 and len(in_b) == 1:
+        if only_a or only_b:
+            status = CHANGED
+        else:
+            status = SAME if refs_a[0].label == refs_b[0].label else CHANGED_KIND
+    elif len(in_a) == 1:
+        status = SPLIT
+    elif len(in_b) == 1:
+        status = MERGED
+    else:
+        status = REGROUPED
+    return KernelMatch(status, refs_a, refs_b, shared, only_a, only_b)

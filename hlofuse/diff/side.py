@@ -1,0 +1,67 @@
+"""One side of a comparison, indexed by what its instructions compute: the keys of each kernel's
+instructions, the kernels each key is computed in, and the totals `explain` prints."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from .keys import Key, ModuleKeys
+from .records import KernelRef, Totals
+
+
+class SideIndex:
+    """Keys of one explanation's kernels and boundaries.  A kernel's instruction names are
+    the fused module's (a fusion's members) or, for a replayed module, the names of the
+    module the replay started from: both are looked up."""
+
+    def __init__(self, ex):
+        self.ex = ex
+        modules = [ex.fused_module]
+        if ex.replay_result is not None:
+            modules += [ex.replay_result.input, ex.replay_result.module]
+        self._modules = [ModuleKeys(m) for m in modules if m is not None]
+        self.replay_keys = ModuleKeys(ex.replay_result.input) if ex.replay_result is not None else None
+        #: (computation, kernel name) → the multiset of its instructions' keys
+        self.kernel_keys: dict[tuple[str, str], Counter] = {}
+        #: key → the kernels that compute it
+        self.kernels_of: dict[Key, list[tuple[str, str]]] = defaultdict(list)
+        self.kernels = {(k.computation, k.name): k for k in ex.kernels}
+        for k in ex.kernels:
+            keys = Counter(key for key in (self.key(name) for name in k.instructions) if key is not None)
+            if not keys:
+                keys = Counter([self.key(k.root) or Key(k.kind, derived=(k.name,))])
+            self.kernel_keys[(k.computation, k.name)] = keys
+            for key in keys:
+                self.kernels_of[key].append((k.computation, k.name))
+
+    def key(self, name: str) -> Key | None:
+        for keys in self._modules:
+            if name in keys:
+                return keys.key(name)
+        return None
+
+    def ref(self, kid: tuple[str, str]) -> KernelRef:
+        k = self.kernels[kid]
+        return KernelRef(k.name, k.label, k.computation, k.launches, k.modelled_us, k.source)
+
+    def boundary_key(self, b) -> tuple:
+        """A boundary by what crosses: the producer's and the consumer's keys, and where it
+        crosses (a loop's carried value is another boundary than its input).  Not the output
+        index of a multi-output producer: it numbers the fusion's outputs, which another
+        compile orders otherwise."""
+        consumer = self.key(b.consumer)
+        return (self.key(b.producer) or b.producer, consumer or b.consumer, tuple(b.crossing))
+
+    def totals(self) -> Totals:
+        s = self.ex.summary()
+        modelled = s.get("modelled") or {}
+        target = (modelled.get("target") or {}).get("description")
+        return Totals(kernels=s["kernels"], launches_per_run=s["kernels_launched"], boundaries=s["boundaries"],
+                      bytes_per_run=s["bytes_across_boundaries_per_run"],
+                      modelled_us_per_run=modelled.get("modelled_us_per_run"), target=target)
+
+    def runs(self, computation: str) -> int | None:
+        for c in self.ex.computations:
+            if c.name == computation:
+                return c.runs
+        return None
