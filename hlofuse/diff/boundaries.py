@@ -52,18 +52,20 @@ def _change(side: str, boundary, key: tuple, own: SideIndex, other: SideIndex) -
 
 def other_account(boundary, own: SideIndex, other: SideIndex, name: str) -> OtherSide:
     """What `other` (called `name`) did with the producer and consumer of `boundary`."""
-    producer, consumer = own.key(boundary.producer), own.key(boundary.consumer)
-    if producer is None or producer not in other.kernels_of:
+    producer, consumer = own.producer_key(boundary), own.key(boundary.consumer)
+    there = other.near(producer)
+    if there is None:
         what = producer.short() if producer is not None else boundary.producer
-        return OtherSide(MISSING, f"{name} computes no {what} (the programs differ there)")
+        return OtherSide(MISSING, f"{name} has no {what} in a kernel (the modules differ there)")
+    producer, consumer = there, other.near(consumer) or consumer
     kernels_p = other.kernels_of[producer]
     if boundary.consumer_kernel is None or consumer is None:
         where = ", ".join(n for _, n in kernels_p[:3])
-        return OtherSide(APART, f"in {name}, {producer.short()} is computed in {where} and does not reach "
-                                f"{boundary.consumer} this way")
+        return OtherSide(APART, f"in {name}, {producer.short()} is computed in {where} and reaches "
+                                f"{boundary.consumer} another way")
     kernels_c = other.kernels_of.get(consumer)
     if not kernels_c:
-        return OtherSide(MISSING, f"{name} computes no {consumer.short()} (the programs differ there)")
+        return OtherSide(MISSING, f"{name} has no {consumer.short()} in a kernel (the modules differ there)")
     common = [k for k in kernels_p if k in kernels_c]
     if common:
         kernel = common[0][1]

@@ -13,7 +13,7 @@ attached to the user's value it derives from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from .. import attributes, ir
@@ -24,9 +24,12 @@ _DEPTH = 3
 
 @dataclass(frozen=True, slots=True)
 class Key:
-    """What an instruction computes, independent of its name."""
+    """What an instruction computes, independent of its name.  A key with a source location
+    and an op name is compared without its opcode: one line of the user's code is lowered to
+    other opcodes by other versions (a dot_general is a cuBLAS custom-call in jax 0.4.35 and
+    a dot inside a GEMM fusion in 0.10)."""
 
-    opcode: str
+    opcode: str = field(compare=False)
     file: str | None = None
     line: int | None = None
     op: str | None = None  # the last component of jax's op_name
@@ -95,12 +98,12 @@ class ModuleKeys:
                     key = self._key(caller, caller[fusion.operands[number]], depth - 1)
                     self._memo[memo] = key
                     return key
-            key = Key("parameter", derived=(instr.parameter_number, _shape(instr.shape)))
+            key = Key("parameter", derived=("parameter", instr.parameter_number, _shape(instr.shape)))
         elif instr.opcode == "fusion" and instr.fused_computation in self.module.by_name:
             body = self.module.by_name[instr.fused_computation]  # a fusion computes its root
             key = self._key(body, body.root, depth)
         else:
-            key = self._own(instr) or Key(instr.opcode, derived=(_shape(instr.shape),) + tuple(
+            key = self._own(instr) or Key(instr.opcode, derived=(instr.opcode, _shape(instr.shape)) + tuple(
                 self._key(comp, comp[op], depth - 1) if depth > 0 and op in comp else op
                 for op in instr.operands[:2]))
         self._memo[memo] = key
@@ -115,7 +118,7 @@ class ModuleKeys:
         line = loc.line if loc is not None else None
         if file is None and line is None and op is None:
             return None
-        return Key(instr.opcode, file, line, op)
+        return Key(instr.opcode, file, line, op, () if op else (instr.opcode,))
 
 
 def _shape(shape: ir.Shape) -> tuple:

@@ -26,6 +26,7 @@ class SideIndex:
         #: key → the kernels that compute it
         self.kernels_of: dict[Key, list[tuple[str, str]]] = defaultdict(list)
         self.kernels = {(k.computation, k.name): k for k in ex.kernels}
+        self._near: dict | None = None
         for k in ex.kernels:
             keys = Counter(key for key in (self.key(name) for name in k.instructions) if key is not None)
             if not keys:
@@ -33,6 +34,22 @@ class SideIndex:
             self.kernel_keys[(k.computation, k.name)] = keys
             for key in keys:
                 self.kernels_of[key].append((k.computation, k.name))
+
+    def near(self, key: Key | None, lines: int = 8) -> Key | None:
+        """The key of this side that computes what `key` names: itself, else the same op of
+        the same opcode in the same file on the nearest line (within `lines`): jax versions
+        attribute an op of a statement spread over several lines to different ones of them."""
+        if key is None or key in self.kernels_of:
+            return key
+        if not key.anchored or key.line is None:
+            return None
+        if self._near is None:
+            self._near = defaultdict(list)
+            for k in self.kernels_of:
+                if k.anchored and k.line is not None:
+                    self._near[(k.file, k.op, k.opcode)].append(k)
+        found = [k for k in self._near.get((key.file, key.op, key.opcode), ()) if abs(k.line - key.line) <= lines]
+        return min(found, key=lambda k: (abs(k.line - key.line), k.line)) if found else None
 
     def key(self, name: str) -> Key | None:
         for keys in self._modules:
@@ -50,7 +67,23 @@ class SideIndex:
         index of a multi-output producer: it numbers the fusion's outputs, which another
         compile orders otherwise."""
         consumer = self.key(b.consumer)
-        return (self.key(b.producer) or b.producer, consumer or b.consumer, tuple(b.crossing))
+        return (self.producer_key(b) or b.producer, consumer or b.consumer, tuple(b.crossing))
+
+    def producer_key(self, b) -> Key | None:
+        """The key of the value that crosses: a multi-output producer's output, not its tuple."""
+        name = b.producer
+        for index in b.output:
+            instr = self._instruction(name)
+            if instr is None or instr.opcode != "tuple" or index >= len(instr.operands):
+                break
+            name = instr.operands[index]
+        return self.key(name)
+
+    def _instruction(self, name: str):
+        for keys in self._modules:
+            if name in keys:
+                return keys.instruction(name)
+        return None
 
     def totals(self) -> Totals:
         s = self.ex.summary()
