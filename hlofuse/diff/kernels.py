@@ -49,8 +49,8 @@ def match_kernels(a: SideIndex, b: SideIndex) -> tuple[KernelMatch, ...]:
     order = [("a", kid) for kid in a.kernel_keys] + [("b", kid) for kid in b.kernel_keys]
     for node in order:
         groups[find(node)].append(node)
-    matches = [_match(a, b, [k for s, k in nodes if s == "a"], [k for s, k in nodes if s == "b"])
-               for nodes in groups.values()]
+    matches = [m for nodes in groups.values()
+               for m in _matches(a, b, [k for s, k in nodes if s == "a"], [k for s, k in nodes if s == "b"])]
     matches = [_absorbed(a, b, m) for m in matches]
     return tuple(_loosely(a, b, matches))
 
@@ -71,8 +71,8 @@ def _absorbed(a: SideIndex, b: SideIndex, m: KernelMatch) -> KernelMatch:
     refs = tuple(other.ref(h) for h in hosts)
     shared = sum(keys[k] for k in found)
     if m.status == REMOVED:
-        return replace(m, status=MERGED, b=refs, shared=shared, only_a=m.only_a - shared)
-    return replace(m, status=SPLIT, a=refs, shared=shared, only_b=m.only_b - shared)
+        return replace(m, status=MERGED, b=refs, shared=shared, only_a=m.only_a - shared, hosts=True)
+    return replace(m, status=SPLIT, a=refs, shared=shared, only_b=m.only_b - shared, hosts=True)
 
 
 def _loosely(a: SideIndex, b: SideIndex, matches: list[KernelMatch]) -> list[KernelMatch]:
@@ -121,6 +121,27 @@ def _links(side: SideIndex) -> dict[tuple, set]:
     for kid, keys in side.kernel_keys.items():
         own = {key for key in keys if count[key] == 1}
         out[kid] = own or set(keys)
+    return out
+
+
+def _matches(a: SideIndex, b: SideIndex, in_a: list, in_b: list) -> list[KernelMatch]:
+    """The matches of one connected group: kernels that compute exactly the same keys are
+    paired off first (two slices of one iota on one line cannot be told apart, and need not
+    be), the rest is one match."""
+    if len(in_a) == 1 or len(in_b) == 1:
+        return [_match(a, b, in_a, in_b)]
+    out, rest_b = [], list(in_b)
+    rest_a = []
+    for ka in in_a:
+        twin = next((kb for kb in rest_b if b.kernel_keys[kb] == a.kernel_keys[ka]
+                     and b.kernels[kb].label == a.kernels[ka].label), None)
+        if twin is None:
+            rest_a.append(ka)
+        else:
+            rest_b.remove(twin)
+            out.append(_match(a, b, [ka], [twin]))
+    if rest_a or rest_b:
+        out.append(_match(a, b, rest_a, rest_b))
     return out
 
 

@@ -60,6 +60,10 @@ class KernelMatch:
     only_b: int
     #: Matched by opcode and op name only (their source lines differ: a source change).
     loose: bool = False
+    #: A kernel of one side whose instructions the other side computes inside its kernels
+    #: (duplicated into them, or split out of them): the other side's kernels listed are the
+    #: hosts, which have their own matches too.
+    hosts: bool = False
 
     def launches(self, side: str) -> int | None:
         refs = self.a if side == "a" else self.b

@@ -65,6 +65,7 @@ def kernel_ref_dict(r) -> dict:
 def match_dict(m) -> dict:
     return {"status": m.status, "a": [kernel_ref_dict(r) for r in m.a], "b": [kernel_ref_dict(r) for r in m.b],
             "shared_instructions": m.shared, "only_a_instructions": m.only_a, "only_b_instructions": m.only_b, "matched_by": "opcode and op name" if m.loose else "source",
+            "hosts": m.hosts,
             "launches_a": m.launches("a"), "launches_b": m.launches("b")}
 
 
