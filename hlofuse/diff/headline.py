@@ -1,5 +1,6 @@
 """The sentence a comparison leads with: what B launches and moves more or less than A, and
-the largest buffer a boundary materialises on one side only, with both sides' decisions."""
+the largest buffer a boundary materialises on one side only (preferring one the other side
+fused), with both sides' decisions."""
 
 from __future__ import annotations
 
@@ -33,7 +34,16 @@ def headline(a: Totals, b: Totals, changes: tuple[BoundaryChange, ...], kernels_
                 f"{len(changes)} boundary(ies) differ")
     if not changes:
         return lead + "."
-    return f"{lead}: {change_sentence(changes[0])}."
+    return f"{lead}: {change_sentence(leading(changes))}."
+
+
+def leading(changes: tuple[BoundaryChange, ...]) -> BoundaryChange:
+    """The change the headline explains: the largest buffer materialised on one side only
+    whose two instructions the other side fused (a decision that differs, the point of a
+    comparison), else the largest of all."""
+    from .records import FUSED
+
+    return next((c for c in changes if c.other.status == FUSED), changes[0])
 
 
 def change_sentence(change: BoundaryChange) -> str:
