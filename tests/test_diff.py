@@ -279,6 +279,21 @@ def test_vs_pipeline_and_relax_on_the_command_line():
     assert all(c["rule"] != "PF-UNPROFITABLE" for c in relaxed["boundaries"]["added"])
 
 
+def test_vs_xla_flags_replays_with_the_flags_the_rules_read():
+    # jax 0.4.35 runs XLA:GPU's emitters at level 0, where this transpose is a loop fusion; at
+    # level 4 it is a tiled transpose, an input fusion (tests/data/jax-0.4.35-emitter-level)
+    before = REPO / "tests" / "data" / "jax-0.4.35-emitter-level" / "before_fusion.txt"
+    d = hlofuse.diff(before, pipeline="legacy", gpu="rtx2080ti", xla_flags="--xla_gpu_mlir_emitter_level=0",
+                     vs_xla_flags="--xla_gpu_mlir_emitter_level=4")
+    (match,) = d.kernels
+    assert match.status == "changed-kind"
+    assert (match.a[0].label, match.b[0].label) == ("loop fusion", "input fusion")
+    assert "kernel of another kind: loop fusion in A, input fusion in B" in d.headline
+    payload = d.to_dict()
+    assert payload["b"]["xla_flags"] == ["--xla_gpu_mlir_emitter_level=4"]
+    assert payload["kernels"]["changed"][0]["status"] == "changed-kind"
+
+
 # ------------------------------------------------------------------------------------------
 # Errors, module selection, outputs
 # ------------------------------------------------------------------------------------------

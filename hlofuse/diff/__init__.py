@@ -36,10 +36,9 @@ def compare(a, b, a_options=None, b_options=None) -> Diff:
     added, removed = one_sided(side_a, side_b)
     changes = tuple(sorted(added + removed, key=lambda c: -(c.bytes_per_run if c.bytes_per_run is not None
                                                             else c.boundary.bytes)))
-    changed = sum(1 for m in kernels if m.status != SAME)
     notes = []
     if totals_a.target != totals_b.target and totals_a.target and totals_b.target:
         notes.append(f"A and B are priced by different models (A: {totals_a.target}; B: {totals_b.target}): "
                      "the modelled difference includes the change of model")
-    return Diff(a, b, totals_a, totals_b, kernels, added, removed, headline(totals_a, totals_b, changes, changed),
+    return Diff(a, b, totals_a, totals_b, kernels, added, removed, headline(totals_a, totals_b, changes, kernels),
                 tuple(notes), dict(a_options or {}), dict(b_options or {}))

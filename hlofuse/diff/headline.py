@@ -5,10 +5,10 @@ fused), with both sides' decisions."""
 from __future__ import annotations
 
 from .boundaries import own_account
-from .records import BoundaryChange, Totals, delta
+from .records import CHANGED, CHANGED_KIND, SAME, BoundaryChange, KernelMatch, Totals, delta
 
 
-def headline(a: Totals, b: Totals, changes: tuple[BoundaryChange, ...], kernels_changed: int) -> str:
+def headline(a: Totals, b: Totals, changes: tuple[BoundaryChange, ...], matches: tuple[KernelMatch, ...]) -> str:
     parts = []
     launches, kernels = delta(a.launches_per_run, b.launches_per_run), delta(a.kernels, b.kernels)
     if launches:
@@ -23,15 +23,17 @@ def headline(a: Totals, b: Totals, changes: tuple[BoundaryChange, ...], kernels_
     us = delta(a.modelled_us_per_run, b.modelled_us_per_run)
     if us is not None and abs(us) >= 0.005:
         parts.append(f"is modelled {abs(us):.3g} µs {'slower' if us > 0 else 'faster'} per run")
-    if not parts and not changes and not kernels_changed:
+    differ = [m for m in matches if m.status != SAME]
+    if not parts and not changes and not differ:
         return (f"No change: A and B have the same {a.kernels} kernel(s), "
                 f"{a.launches_per_run if a.launches_per_run is not None else '?'} launches per run and the same "
                 "boundaries.")
     if parts:
         lead = "B " + _join(parts)
     else:
-        lead = (f"B has as many kernels and launches as A, but {kernels_changed} group(s) of kernels and "
-                f"{len(changes)} boundary(ies) differ")
+        lead = f"B has as many kernels and launches as A, and moves as many bytes, but {len(differ)} kernel(s) differ"
+        if not changes and differ:
+            return f"{lead}: {kernel_sentence(differ[0])}."
     if not changes:
         return lead + "."
     return f"{lead}: {change_sentence(leading(changes))}."
@@ -44,6 +46,18 @@ def leading(changes: tuple[BoundaryChange, ...]) -> BoundaryChange:
     from .records import FUSED
 
     return next((c for c in changes if c.other.status == FUSED), changes[0])
+
+
+def kernel_sentence(m: KernelMatch) -> str:
+    """What became of one group of kernels, in words."""
+    if m.status == CHANGED_KIND:
+        return f"{m.a[0].name} is a kernel of another kind: {m.a[0].label} in A, {m.b[0].label} in B ({m.b[0].name})"
+    names_a = ", ".join(r.name for r in m.a) or "nothing"
+    names_b = ", ".join(r.name for r in m.b) or "nothing"
+    if m.status == CHANGED:
+        return (f"{names_a} of A and {names_b} of B share {m.shared} instruction(s); {m.only_a} are only in A's, "
+                f"{m.only_b} only in B's")
+    return f"{names_a} of A {'are' if len(m.a) > 1 else 'is'} {names_b} of B ({m.status})"
 
 
 def change_sentence(change: BoundaryChange) -> str:
