@@ -366,6 +366,16 @@ def test_human_output_leads_with_the_headline_and_files_are_written(tmp_path):
     assert len(frame) == 3 and set(frame["side"]) == {"A only"}
 
 
+def test_the_api_function_stays_after_the_subpackage_is_imported():
+    import importlib
+
+    importlib.import_module("hlofuse.diff")
+    assert callable(hlofuse.diff) and hlofuse.diff.__module__ == "hlofuse"
+    from hlofuse.diff import compare  # the subpackage is still importable by name
+
+    assert callable(compare)
+
+
 def test_help_teaches_by_example():
     result = run("diff", "--help")
     assert result.exit_code == 0
