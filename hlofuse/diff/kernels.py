@@ -58,7 +58,7 @@ def match_kernels(a: SideIndex, b: SideIndex) -> tuple[KernelMatch, ...]:
 def _absorbed(a: SideIndex, b: SideIndex, m: KernelMatch) -> KernelMatch:
     """A removed kernel whose instructions B computes inside other kernels was merged into
     them (an added one, split out of A's)."""
-    if m.status not in (ADDED, REMOVED):
+    if m.status not in (ADDED, REMOVED) or len(m.a) + len(m.b) != 1:
         return m
     own, other = (a, b) if m.status == REMOVED else (b, a)
     kid = (m.a or m.b)[0]
@@ -140,9 +140,37 @@ def _matches(a: SideIndex, b: SideIndex, in_a: list, in_b: list) -> list[KernelM
         else:
             rest_b.remove(twin)
             out.append(_match(a, b, [ka], [twin]))
-    if rest_a or rest_b:
+    paired, rest_a, rest_b = _pair_off(a, b, rest_a, rest_b)
+    out += [_match(a, b, [ka], [kb]) for ka, kb in paired]
+    if rest_a and rest_b:
         out.append(_match(a, b, rest_a, rest_b))
+    else:  # each kernel left on one side alone: removed or added, or computed inside the other's
+        out += [_match(a, b, [k], []) for k in rest_a] + [_match(a, b, [], [k]) for k in rest_b]
     return out
+
+
+def _pair_off(a: SideIndex, b: SideIndex, in_a: list, in_b: list):
+    """Several kernels each side that share instructions (one line of code applied to every
+    parameter by a tree_map): paired one to one, kernels of the same output shape first, then
+    by the share of their instructions in common; those left unpaired stay together."""
+    if len(in_a) < 2 or len(in_b) < 2:
+        return [], in_a, in_b
+    scored = []
+    for i, ka in enumerate(in_a):
+        for j, kb in enumerate(in_b):
+            keys_a, keys_b = a.kernel_keys[ka], b.kernel_keys[kb]
+            common = sum((keys_a & keys_b).values())
+            if common:
+                union = sum((keys_a | keys_b).values())
+                scored.append((a.output_shape(ka) != b.output_shape(kb), -common / union, i, j))
+    used_a, used_b, pairs = set(), set(), []
+    for _, _, i, j in sorted(scored):
+        if i not in used_a and j not in used_b:
+            used_a.add(i)
+            used_b.add(j)
+            pairs.append((in_a[i], in_b[j]))
+    return (pairs, [k for i, k in enumerate(in_a) if i not in used_a],
+            [k for j, k in enumerate(in_b) if j not in used_b])
 
 
 def _match(a: SideIndex, b: SideIndex, in_a: list, in_b: list) -> KernelMatch:

@@ -98,12 +98,12 @@ class ModuleKeys:
                     key = self._key(caller, caller[fusion.operands[number]], depth - 1)
                     self._memo[memo] = key
                     return key
-            key = Key("parameter", derived=("parameter", instr.parameter_number, _shape(instr.shape)))
+            key = Key("parameter", derived=("parameter", instr.parameter_number, shape_key(instr.shape)))
         elif instr.opcode == "fusion" and instr.fused_computation in self.module.by_name:
             body = self.module.by_name[instr.fused_computation]  # a fusion computes its root
             key = self._key(body, body.root, depth)
         else:
-            key = self._own(instr) or Key(instr.opcode, derived=(instr.opcode, _shape(instr.shape)) + tuple(
+            key = self._own(instr) or Key(instr.opcode, derived=(instr.opcode, shape_key(instr.shape)) + tuple(
                 self._key(comp, comp[op], depth - 1) if depth > 0 and op in comp else op
                 for op in instr.operands[:2]))
         self._memo[memo] = key
@@ -121,7 +121,8 @@ class ModuleKeys:
         return Key(instr.opcode, file, line, op, () if op else (instr.opcode,))
 
 
-def _shape(shape: ir.Shape) -> tuple:
+def shape_key(shape: ir.Shape) -> tuple:
+    """A shape's element types and dimensions, without its layout."""
     if shape.is_tuple:
-        return tuple(_shape(s) for s in shape.tuple_shapes)
+        return tuple(shape_key(s) for s in shape.tuple_shapes)
     return (shape.element_type, shape.dims)

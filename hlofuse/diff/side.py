@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from .keys import Key, ModuleKeys
+from .keys import Key, ModuleKeys, shape_key
 from .records import KernelRef, Totals
+
+#: Instructions a kernel is compared without: constants, broadcasts of them and views, which
+#: XLA duplicates into every kernel that reads them and which jax versions give metadata or
+#: not; what a kernel computes is the rest (a kernel of nothing else keeps them).
+PLUMBING = frozenset({"constant", "broadcast", "bitcast", "parameter", "get-tuple-element", "tuple", "iota"})
 
 
 class SideIndex:
@@ -28,7 +33,8 @@ class SideIndex:
         self.kernels = {(k.computation, k.name): k for k in ex.kernels}
         self._near: dict | None = None
         for k in ex.kernels:
-            keys = Counter(key for key in (self.key(name) for name in k.instructions) if key is not None)
+            every = [key for key in (self.key(name) for name in k.instructions) if key is not None]
+            keys = Counter(key for key in every if key.opcode not in PLUMBING) or Counter(every)
             if not keys:
                 keys = Counter([self.key(k.root) or Key(k.kind, derived=(k.name,))])
             self.kernel_keys[(k.computation, k.name)] = keys
@@ -56,6 +62,11 @@ class SideIndex:
             if name in keys:
                 return keys.key(name)
         return None
+
+    def output_shape(self, kid: tuple[str, str]) -> tuple | None:
+        """What a kernel writes (element types and dimensions, no layout)."""
+        instr = self._instruction(kid[1])
+        return shape_key(instr.shape) if instr is not None else None
 
     def ref(self, kid: tuple[str, str]) -> KernelRef:
         k = self.kernels[kid]
