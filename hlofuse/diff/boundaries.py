@@ -67,6 +67,9 @@ def other_account(boundary, own: SideIndex, other: SideIndex, name: str) -> Othe
     if not kernels_c:
         return OtherSide(MISSING, f"{name} has no {consumer.short()} in a kernel (the modules differ there)")
     common = [k for k in kernels_p if k in kernels_c]
+    if common and boundary.crossing:  # across iterations or calls: one kernel there is no fusion
+        return OtherSide(APART, f"in {name} both are computed in {common[0][1]}, and the value does not cross "
+                                f"there as a {'/'.join(boundary.crossing)} boundary")
     if common:
         kernel = common[0][1]
         decision = fusing_decision(other, producer, consumer)

@@ -73,12 +73,21 @@ class SideIndex:
         return KernelRef(k.name, k.label, k.computation, k.launches, k.modelled_us, k.source)
 
     def boundary_key(self, b) -> tuple:
-        """A boundary by what crosses: the producer's and the consumer's keys, and where it
+        """A boundary by what crosses: the producer's and the consumer's keys (a buffer
+        consumer by its kind: tuples differ in metadata between jax versions), and where it
         crosses (a loop's carried value is another boundary than its input).  Not the output
         index of a multi-output producer: it numbers the fusion's outputs, which another
         compile orders otherwise."""
-        consumer = self.key(b.consumer)
-        return (self.producer_key(b) or b.producer, consumer or b.consumer, tuple(b.crossing))
+        if b.consumer_kernel is None:  # a buffer (a tuple of outputs or loop state): one per place it is
+            instr = self._instruction(b.consumer)
+            consumer = ("buffer", instr.opcode if instr is not None else b.consumer)
+        else:
+            consumer = self.key(b.consumer) or b.consumer
+        producer = self.producer_key(b)
+        if producer is not None and producer.opcode in PLUMBING:  # metadata or not by jax version
+            instr = self._instruction(b.producer)
+            producer = ("plumbing", producer.opcode, shape_key(instr.shape) if instr is not None else None)
+        return (producer or b.producer, consumer, tuple(b.crossing))
 
     def producer_key(self, b) -> Key | None:
         """The key of the value that crosses: a multi-output producer's output, not its tuple."""
