@@ -3,6 +3,7 @@ renderers read only these)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -132,7 +133,10 @@ class Diff:
 
 
 def delta(a, b):
-    """b - a, None when either is unknown."""
+    """b - a, None when either is unknown or not finite (a launch count past what a float
+    holds is priced as infinite time)."""
     if a is None or b is None:
+        return None
+    if isinstance(a, float) and not math.isfinite(a) or isinstance(b, float) and not math.isfinite(b):
         return None
     return b - a
