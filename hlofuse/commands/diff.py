@@ -19,7 +19,7 @@ from ..terminal import markup
               help="Stage of a dump folder, in A and in B (default: XLA's final module, after_optimizations).")
 @click.option("--backend", type=click.Choice(["gpu", "cpu", "tpu"]), help="A's compiler (default: detected).")
 @click.option("--pipeline", type=click.Choice(["legacy", "priority", "cpu"]), help="A's pipeline (default: detected).")
-@click.option("--gpu", metavar="NAME|FILE", help="A's GPU (rtx2080ti, h100_sxm, a100, ... or a .txtpb).")
+@click.option("--gpu", metavar="NAME|FILE", help="A's GPU (rtx2080ti, h100_sxm, a100_sxm_80, ... or a .txtpb).")
 @click.option("--xla-flags", "xla_flags", metavar="FLAGS", help="The XLA_FLAGS A was compiled with (its replay).")
 @click.option("--vs-pipeline", "vs_pipeline", type=click.Choice(["legacy", "priority", "cpu"]),
               help="B's pipeline (with A alone: A replayed by this pipeline).")

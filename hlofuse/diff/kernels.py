@@ -5,7 +5,10 @@ that several kernels of one side compute (a broadcast XLA duplicated into each o
 says nothing about which kernel is which, so it links only a kernel that has no key of its
 own.  The connected groups of linked kernels are the matches: one kernel each side is the same
 kernel (or the same with another kind, or with partly other instructions), one of A and several
-of B a split, several of A and one of B a merge.  A kernel linked to nothing whose
+of B a split, several of A and one of B a merge.  In a group of several kernels on both sides
+(one line of code applied to every parameter by a tree_map), kernels computing exactly the same
+keys, then kernels of one output shape with the most in common, are paired one to one first;
+what stays unpaired on both sides is regrouped.  A kernel linked to nothing whose
 instructions the other side computes all the same (duplicated into several kernels there) is
 merged into those kernels (or split out of them); then, among the kernels still unmatched, a
 kernel is matched by opcode and op name alone (a source change moves the lines of the code
