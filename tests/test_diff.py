@@ -255,7 +255,7 @@ def test_library_fusion_on_xla_cpu_changes_the_kind_of_the_same_kernels():
     assert d.a_totals.kernels == d.b_totals.kernels
 
 
-def test_the_renamed_and_the_edited_program_differ_where_the_source_changed():
+def test_the_papers_source_change_differs_where_the_source_changed():
     # the paper's source change: the state as separate arrays instead of one concatenate
     d = hlofuse.diff(SAMPLES / "gpu-current-h100" / "cartpole_b_concat",
                      SAMPLES / "gpu-current-h100" / "cartpole_c_separate")

@@ -110,7 +110,9 @@ def _loosely(a: SideIndex, b: SideIndex, matches: list[KernelMatch]) -> list[Ker
             d = paired[id(m)]
             common = loose(a, m.a[0]) & loose(b, d.b[0])
             shared = sum(common.values())
-            out.append(KernelMatch(CHANGED, m.a, d.b, shared, m.only_a - shared, d.only_b - shared, loose=True))
+            only_a, only_b = m.only_a - shared, d.only_b - shared
+            status = CHANGED if only_a or only_b else SAME
+            out.append(KernelMatch(status, m.a, d.b, shared, only_a, only_b, loose=True))
         else:
             out.append(m)
     return out

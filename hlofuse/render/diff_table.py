@@ -30,7 +30,7 @@ def print_diff(d, console, *, limit: int | None = DEFAULT_LIMIT, include_same: b
     if rows:
         table = Table(title="Kernels that differ" if not include_same else "Kernels", title_justify="left")
         for column in ("status", "A", "B", "source", "launches A → B", "instructions"):
-            table.add_column(column)
+            table.add_column(column, overflow="fold")
         for row in rows[: limit if limit is not None else len(rows)]:
             table.add_row(row.status, "\n".join(map(markup, row.a)), "\n".join(map(markup, row.b)), markup(row.source),
                           row.launches,
@@ -45,7 +45,7 @@ def print_diff(d, console, *, limit: int | None = DEFAULT_LIMIT, include_same: b
         rows = change_rows(changes)
         table = Table(title=f"{title}: {len(changes)} in {len(rows)} row(s), largest first", title_justify="left")
         for column in ("producer → consumer", "bytes/run", "rule", "why, on its side", "the other side", "source"):
-            table.add_column(column, justify="right" if column == "bytes/run" else "left")
+            table.add_column(column, justify="right" if column == "bytes/run" else "left", overflow="fold")
         for row in rows[: limit if limit is not None else len(rows)]:
             table.add_row(markup(row.pair), row.bytes_per_run, markup(row.rule), markup(row.why), markup(row.other),
                           markup(row.source))
