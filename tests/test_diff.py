@@ -387,6 +387,15 @@ def test_the_api_function_stays_after_the_subpackage_is_imported():
     assert callable(compare)
 
 
+def test_the_api_gives_the_csvs_rows_as_a_frame_and_a_notebook_view():
+    d = hlofuse.diff(SAMPLES / "gpu-current-rtx2080ti" / "adam_update", SAMPLES / "gpu-current-h100" / "adam_update")
+    frame = d.changes
+    assert len(frame) == len(d.added) + len(d.removed) == 14
+    assert set(frame["rule"]) == {"PF-UNPROFITABLE"} and set(frame["other_side"]) == {"fused"}
+    assert set(frame["other_pass"]) == {"priority-fusion"}
+    assert d.headline in d._repr_html_().replace("&#x27;", "'")
+
+
 def test_help_teaches_by_example():
     result = run("diff", "--help")
     assert result.exit_code == 0

@@ -113,6 +113,18 @@ class Diff:
     a_options: Mapping[str, tuple] = field(default_factory=dict)
     b_options: Mapping[str, tuple] = field(default_factory=dict)
 
+    @property
+    def changes(self):
+        """The boundaries on one side only as a pandas DataFrame (the columns of `--csv`)."""
+        from ..render.diff_rows import changes_frame
+
+        return changes_frame(self)
+
+    def _repr_html_(self) -> str:
+        from ..render.diff_html import render_diff_html
+
+        return render_diff_html(self)
+
     def to_dict(self) -> dict:
         """What `hlofuse diff --json` prints (schema "hlofuse.diff/1")."""
         from ..render.diff_json import diff_dict
