@@ -16,7 +16,8 @@ from ..terminal import markup
               help="Module of a dump folder, in A and in B (jit_f, module_0001, module_0001.jit_f); default: the "
                    "only or largest one of each, as `explain` chooses.")
 @click.option("--stage", metavar="STAGE",
-              help="Stage of a dump folder, in A and in B (default: XLA's final module, after_optimizations).")
+              help="Stage of a dump folder, in A and in B (default: XLA's final module, after_optimizations; "
+                   "with A alone, its snapshot before fusion, replayed twice).")
 @click.option("--backend", type=click.Choice(["gpu", "cpu", "tpu"]), help="A's compiler (default: detected).")
 @click.option("--pipeline", type=click.Choice(["legacy", "priority", "cpu"]), help="A's pipeline (default: detected).")
 @click.option("--gpu", metavar="NAME|FILE", help="A's GPU (rtx2080ti, h100_sxm, a100_sxm_80, ... or a .txtpb).")
