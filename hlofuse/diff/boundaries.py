@@ -114,11 +114,10 @@ def own_account(boundary) -> str:
     numbers when it refused, else the pass, the rule and its reason."""
     facts = boundary.facts or {}
     fused, unfused = facts.get("fused_us"), facts.get("unfused_us")
-    where = boundary.decided_in or "structure"
+    rule = f"{boundary.rule} ({boundary.decided_in})" if boundary.decided_in else boundary.rule
     if isinstance(fused, (int, float)) and isinstance(unfused, (int, float)) and fused > unfused:
-        return (f"{where} ({boundary.rule}): the cost model refused it: fused {_us(fused)} vs "
-                f"unfused {_us(unfused)}")
-    return f"{where} ({boundary.rule}): {boundary.reason}"
+        return f"{rule}: the cost model refused it: fused {_us(fused)} vs unfused {_us(unfused)}"
+    return f"{rule}: {boundary.reason}"
 
 
 def _us(value: float) -> str:
