@@ -35,6 +35,53 @@ def plain(payload: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------------------
+# Keys: what an instruction computes, without its name
+# ------------------------------------------------------------------------------------------
+
+KEYED = """
+HloModule m
+
+fused_computation {
+  param_0 = f32[8]{0} parameter(0)
+  constant.1 = f32[] constant(2)
+  broadcast.2 = f32[8]{0} broadcast(constant.1), dimensions={}
+  ROOT multiply.3 = f32[8]{0} multiply(param_0, broadcast.2), metadata={op_name="jit(f)/jit(main)/while/body/mul" source_file="/home/u/f.py" source_line=7}
+}
+
+ENTRY main {
+  p = f32[8]{0} parameter(0)
+  exponential.4 = f32[8]{0} exponential(p), metadata={op_name="jit(f)/exp" source_file="f.py" source_line=6}
+  ROOT fusion.5 = f32[8]{0} fusion(exponential.4), kind=kLoop, calls=fused_computation
+}
+"""
+
+
+def test_op_tail_keeps_the_primitive_of_any_jax_version():
+    from hlofuse.diff.keys import op_tail
+
+    assert op_tail("jit(f)/jit(main)/while/body/add") == op_tail("jit(f)/while/body/closed_call/add") == "add"
+    assert op_tail("jit(f)/while/body/jit(_where)/select_n") == "select_n"
+    assert op_tail("jit(f)/while/body/jit(dynamic_index_in_dim)") == "dynamic_index_in_dim"
+    assert op_tail(None) is None and op_tail("") is None
+
+
+def test_keys_follow_source_and_op_and_through_fusion_parameters():
+    from hlofuse.diff.keys import Key, ModuleKeys
+
+    keys = ModuleKeys(hlofuse.loads(KEYED))
+    mul = keys.key("multiply.3")
+    assert (mul.file, mul.line, mul.op) == ("f.py", 7, "mul")  # the file by its name: paths differ by machine
+    assert keys.key("fusion.5") == mul  # a fusion computes its root
+    assert keys.key("param_0") == keys.key("exponential.4")  # a fusion's parameter is its operand
+    broadcast = keys.key("broadcast.2")
+    assert not broadcast.anchored and broadcast.derived[0] == "broadcast"
+    # a key with a source location is compared without its opcode (a dot_general is a custom
+    # call in one jax version, a dot in another), one without is compared with it
+    assert Key("custom-call", "f.py", 3, "dot_general") == Key("dot", "f.py", 3, "dot_general")
+    assert Key("add", derived=("add",)) != Key("subtract", derived=("subtract",))
+
+
+# ------------------------------------------------------------------------------------------
 # Renaming: the same program with other instruction names
 # ------------------------------------------------------------------------------------------
 
