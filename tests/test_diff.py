@@ -224,7 +224,7 @@ def test_json_schema_and_the_api_print_the_same():
     for change in removed:
         own = {k: v for k, v in change.items() if k not in ("bytes_per_run", "other_side")}
         assert own in explained
-        assert set(change["other_side"]) == {"status", "text", "kernel", "decision"}
+        assert set(change["other_side"]) == {"status", "text", "kernel", "decision", "boundary"}
     counted = sum(len(v) for v in payload["kernels"].values())
     assert counted == len(hlofuse.diff(a, b).kernels)
 

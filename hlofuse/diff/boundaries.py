@@ -74,8 +74,20 @@ def other_account(boundary, own: SideIndex, other: SideIndex, name: str) -> Othe
         kernel = common[0][1]
         decision = fusing_decision(other, producer, consumer)
         return OtherSide(FUSED, f"in {name} they are one kernel, {kernel}" + _by(decision), kernel, decision)
+    between = _between(other, kernels_p, kernels_c)
+    if between is not None:  # the same two kernels apart there, by another value or path
+        return OtherSide(APART, f"in {name} they are in different kernels too ({between.producer_kernel} and "
+                                f"{between.consumer_kernel}), kept apart by {own_account(between)}",
+                         boundary=between)
     return OtherSide(APART, f"in {name} they are in different kernels ({kernels_p[0][1]} and {kernels_c[0][1]}) "
                             "and the value crosses between them another way")
+
+
+def _between(side: SideIndex, producers: list, consumers: list):
+    """A boundary of `side` from one of `producers` to one of `consumers` (kernel ids)."""
+    from_p = {name for _, name in producers}
+    to_c = {name for _, name in consumers}
+    return next((b for b in side.ex.boundaries if b.producer_kernel in from_p and b.consumer_kernel in to_c), None)
 
 
 def fusing_decision(side: SideIndex, producer, consumer):

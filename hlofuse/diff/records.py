@@ -81,6 +81,7 @@ class OtherSide:
     text: str  # in words, naming the other side
     kernel: str | None = None  # FUSED: the kernel holding both
     decision: Any = None  # FUSED: the replay's decision.Decision that fused them, when found
+    boundary: Any = None  # APART: a boundary of the other side between the same two kernels
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,9 @@ class SideIndex:
         if producer is not None and producer.opcode in PLUMBING:  # metadata or not by jax version
             instr = self._instruction(b.producer)
             producer = ("plumbing", producer.opcode, shape_key(instr.shape) if instr is not None else None)
-        return (producer or b.producer, consumer, tuple(b.crossing))
+        # an async wrapper (jax 0.11 runs some loops in an async computation) moves no value
+        crossing = tuple(c for c in b.crossing if not c.startswith("async-"))
+        return (producer or b.producer, consumer, crossing)
 
     def producer_key(self, b) -> Key | None:
         """The key of the value that crosses: a multi-output producer's output, not its tuple."""

@@ -81,6 +81,7 @@ def change_dict(c) -> dict:
         "text": other.text,
         "kernel": other.kernel,
         "decision": decision.to_dict() if decision is not None else None,
+        "boundary": boundary_dict(other.boundary) if other.boundary is not None else None,
     }
     return out
 
