@@ -1,5 +1,6 @@
-"""The Python API of the commands: `hlofuse.explain(...)` and `hlofuse.check(...)` return
-reports whose `.to_dict()` is what `hlofuse explain --json` and `hlofuse check --json` print.
+"""The Python API of the commands: `hlofuse.explain(...)`, `hlofuse.check(...)` and
+`hlofuse.diff(...)` return reports whose `.to_dict()` is what `hlofuse explain --json`,
+`hlofuse check --json` and `hlofuse diff --json` print.
 The commands are this module plus printing: they resolve the input here, print what was
 chosen, and build the same report.
 
