@@ -352,6 +352,14 @@ def test_vs_xla_flags_replays_with_the_flags_the_rules_read():
     assert payload["kernels"]["changed"][0]["status"] == "changed-kind"
 
 
+def test_xlas_kernels_against_a_replay_say_so():
+    dump = SAMPLES / "gpu-legacy-rtx2080ti" / "cartpole_b_concat"
+    d = hlofuse.diff(dump, dump, relax=["concat"])  # B is replayed from the snapshot before fusion
+    assert (d.a.explanation.stage, d.b.explanation.stage) == ("fused", "replayed")
+    assert any("A is XLA's kernels and B hlofuse's replay" in n for n in d.notes)
+    assert d.a_totals.kernels - d.b_totals.kernels == 3  # the final module's three copies
+
+
 # ------------------------------------------------------------------------------------------
 # Errors, module selection, outputs
 # ------------------------------------------------------------------------------------------

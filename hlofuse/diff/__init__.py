@@ -40,5 +40,10 @@ def compare(a, b, a_options=None, b_options=None) -> Diff:
     if totals_a.target != totals_b.target and totals_a.target and totals_b.target:
         notes.append(f"A and B are priced by different models (A: {totals_a.target}; B: {totals_b.target}): "
                      "the modelled difference includes the change of model")
+    stages = {"fused": "XLA's kernels", "replayed": "hlofuse's replay"}
+    if a.explanation.stage != b.explanation.stage:
+        notes.append(f"A is {stages.get(a.explanation.stage, a.explanation.stage)} and B "
+                     f"{stages.get(b.explanation.stage, b.explanation.stage)}: XLA's final module also has what "
+                     "passes after fusion add (copies of loop state), which a replay of the fusion passes has not")
     return Diff(a, b, totals_a, totals_b, kernels, added, removed, headline(totals_a, totals_b, changes, kernels),
                 tuple(notes), dict(a_options or {}), dict(b_options or {}))
