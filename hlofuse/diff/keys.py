@@ -104,8 +104,8 @@ class ModuleKeys:
             key = self._key(body, body.root, depth)
         else:
             key = self._own(instr) or Key(instr.opcode, derived=(instr.opcode, shape_key(instr.shape)) + tuple(
-                self._key(comp, comp[op], depth - 1) if depth > 0 and op in comp else op
-                for op in instr.operands[:2]))
+                self._key(comp, comp[op], depth - 1) if depth > 0 and op in comp else "..."
+                for op in instr.operands[:2]))  # deeper than _DEPTH: no name (it would not survive renaming)
         self._memo[memo] = key
         return key
 
