@@ -5,6 +5,7 @@ the kernel matches and the one-sided boundaries.
 
     python bench/diff_pairs.py            # the README's pairs, as the command prints them
     python bench/diff_pairs.py --all      # every program both builds of each pair have, summaries only
+    python bench/diff_pairs.py --renamed  # every sample dump against itself with every name renumbered
 
 Pairs: the legacy pipeline (jax 0.4.35) against priority fusion (jax 0.10.2) on each GPU, the
 RTX 2080 Ti against the H100 (jax 0.10.2), XLA:CPU without and with YNNPACK fusion, and the
@@ -75,11 +76,38 @@ def every_pair() -> list[tuple[str, str]]:
     return pairs
 
 
+def renamed_sweep() -> int:
+    """Diff every sample dump with a copy whose instructions and computations are all renamed
+    (tests/test_diff.py's renaming); print those that do not come out unchanged."""
+    import tempfile
+
+    import hlofuse
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_diff import renamed_dump
+
+    checked = changed = 0
+    for build in sorted(p for p in SAMPLES.iterdir() if p.is_dir()):
+        for dump in sorted(p for p in build.iterdir() if p.is_dir()):
+            with tempfile.TemporaryDirectory() as tmp:
+                same, renamed = renamed_dump(dump, Path(tmp))
+                d = hlofuse.diff(same, renamed)
+            checked += 1
+            if not d.unchanged:
+                changed += 1
+                print(f"{build.name}/{dump.name}: {d.headline}", flush=True)
+    print(f"{checked} dumps renamed, {changed} not unchanged")
+    return changed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--all", action="store_true", help="every pair of programs, one summary line each")
+    parser.add_argument("--renamed", action="store_true", help="every sample dump against itself renamed")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
+    if args.renamed:
+        sys.exit(1 if renamed_sweep() else 0)
     if args.all:
         for a, b in every_pair():
             print(summary(a, b), flush=True)
