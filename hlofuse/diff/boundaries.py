@@ -133,4 +133,6 @@ def own_account(boundary) -> str:
 
 
 def _us(value: float) -> str:
-    return f"{value:.3g} µs"
+    from ..render.table import _us as duration
+
+    return duration(value)

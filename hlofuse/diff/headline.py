@@ -22,7 +22,7 @@ def headline(a: Totals, b: Totals, changes: tuple[BoundaryChange, ...], matches:
         parts.append(f"moves {size(abs(moved))} {'more' if moved > 0 else 'less'} per run across kernel boundaries")
     us = delta(a.modelled_us_per_run, b.modelled_us_per_run)
     if us is not None and abs(us) >= 0.005:
-        parts.append(f"is modelled {abs(us):.3g} µs {'slower' if us > 0 else 'faster'} per run")
+        parts.append(f"is modelled {duration(abs(us))} {'slower' if us > 0 else 'faster'} per run")
     differ = [m for m in matches if m.status != SAME]
     if not parts and not changes and not differ:
         return (f"No change: A and B have the same {a.kernels} kernel(s), "
@@ -71,6 +71,12 @@ def change_sentence(change: BoundaryChange) -> str:
     target = b.consumer_kernel or b.consumer
     return (f"{what}, {amount} per run, crosses from {b.producer_kernel} to {target} in {own} only: "
             f"{change.other.text}; in {own} {own_account(b)}")
+
+
+def duration(us: float) -> str:
+    from ..render.table import _us
+
+    return _us(us)
 
 
 def size(n: int | None) -> str:
