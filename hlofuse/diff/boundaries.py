@@ -124,12 +124,17 @@ def _by(decision) -> str:
 def own_account(boundary) -> str:
     """Why the boundary's own side kept the two apart, in a few words: the cost model's
     numbers when it refused, else the pass, the rule and its reason."""
+    rule = f"{boundary.rule} ({boundary.decided_in})" if boundary.decided_in else boundary.rule
+    return f"{rule}: {own_reason(boundary)}"
+
+
+def own_reason(boundary) -> str:
+    """The boundary's reason: the cost model's two numbers when it refused, else its sentence."""
     facts = boundary.facts or {}
     fused, unfused = facts.get("fused_us"), facts.get("unfused_us")
-    rule = f"{boundary.rule} ({boundary.decided_in})" if boundary.decided_in else boundary.rule
     if isinstance(fused, (int, float)) and isinstance(unfused, (int, float)) and fused > unfused:
-        return f"{rule}: the cost model refused it: fused {_us(fused)} vs unfused {_us(unfused)}"
-    return f"{rule}: {boundary.reason}"
+        return f"the cost model refused it: fused {_us(fused)} vs unfused {_us(unfused)}"
+    return boundary.reason
 
 
 def _us(value: float) -> str:

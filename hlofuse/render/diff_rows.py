@@ -97,7 +97,7 @@ class ChangeRow:
     consumers: tuple[str, ...]  # consumer (kernel), each
     bytes_per_run: str
     rule: str
-    why: str  # this side's decision
+    why: str  # this side's decision: the pass and the reason (the rule has its own column)
     other: str  # the other side's account
     source: str
 
@@ -108,12 +108,13 @@ class ChangeRow:
 
 
 def change_rows(changes) -> list[ChangeRow]:
-    from ..diff.boundaries import own_account
+    from ..diff.boundaries import own_reason
 
     grouped: dict[tuple, list] = {}
     for c in changes:
         b = c.boundary
-        key = (b.producer, b.producer_kernel, b.rule, own_account(b), c.other.text,
+        why = f"{b.decided_in}: {own_reason(b)}" if b.decided_in else own_reason(b)
+        key = (b.producer, b.producer_kernel, b.rule, why, c.other.text,
                b.source.short() if b.source is not None else "")
         grouped.setdefault(key, []).append(c)
     rows = []

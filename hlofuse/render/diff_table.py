@@ -45,7 +45,8 @@ def print_diff(d, console, *, limit: int | None = DEFAULT_LIMIT, include_same: b
         rows = change_rows(changes)
         table = Table(title=f"{title}: {len(changes)} in {len(rows)} row(s), largest first", title_justify="left")
         for column in ("producer → consumer", "bytes/run", "rule", "why, on its side", "the other side", "source"):
-            table.add_column(column, justify="right" if column == "bytes/run" else "left", overflow="fold")
+            table.add_column(column, justify="right" if column == "bytes/run" else "left", overflow="fold",
+                             no_wrap=column in ("rule", "bytes/run"))
         for row in rows[: limit if limit is not None else len(rows)]:
             table.add_row(markup(row.pair), row.bytes_per_run, markup(row.rule), markup(row.why), markup(row.other),
                           markup(row.source))
