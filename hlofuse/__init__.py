@@ -7,12 +7,13 @@ Primary API:
     resolve(path, need=...)      what a command works on: module, stages, backend, pipeline, GPU, evidence
     explain(input, **options)    `hlofuse explain`: a report whose .to_dict() is what --json prints
     check(input, **options)      `hlofuse check`: the same
+    diff(a, b, **options)        `hlofuse diff`: two compiles of a program compared, the same
     compile_jax(fn, *args, ...)  a JAX function compiled by XLA (a GPU described, without one; or the
                                  CPU) into a dump folder the functions above read
 
-`hlofuse.explain` and `hlofuse.check` stay these functions after the subpackage
-`hlofuse.explain` and the module `hlofuse.check` are imported (import those as
-`from hlofuse.explain import ...`, `from hlofuse.check import ...`).
+`hlofuse.explain`, `hlofuse.check` and `hlofuse.diff` stay these functions after the
+subpackages `hlofuse.explain`, `hlofuse.diff` and the module `hlofuse.check` are imported
+(import those as `from hlofuse.explain import ...`, `from hlofuse.check import ...`).
 """
 
 from __future__ import annotations
@@ -82,6 +83,18 @@ def check(before, after=None, **options):
     return _check(before, after, **options)
 
 
+def diff(a, b=None, **options):
+    """Compare two compiles of a program, as `hlofuse diff` does: `a` and `b` as `explain`
+    takes them (the same module chosen in each), or `a` alone replayed twice (options
+    vs_pipeline, vs_gpu, vs_xla_flags, relax: B's; module, stage, backend, pipeline, gpu,
+    xla_flags: A's).  Returns a Diff: the kernels matched, the boundaries on one side only
+    with the other side's decision, the totals, the headline, and `.to_dict()`, equal to what
+    `hlofuse diff --json` prints."""
+    from .api import diff as _diff
+
+    return _diff(a, b, **options)
+
+
 def compile_jax(fn, *example_args, **options):
     """Compile `fn` as jax.jit would for `example_args`, with XLA dumping what hlofuse reads;
     returns the dump folder (a path-like JaxDump).  Options: backend ("gpu" or "cpu"), gpu (a
@@ -94,10 +107,10 @@ def compile_jax(fn, *example_args, **options):
 
 
 class _Package(types.ModuleType):
-    """Keeps the API functions `explain` and `check` under their names: importing the
+    """Keeps the API functions `explain`, `check` and `diff` under their names: importing the
     submodules of the same names would otherwise replace them with the modules."""
 
-    _API = ("explain", "check")
+    _API = ("explain", "check", "diff")
 
     def __setattr__(self, name, value):
         if name in self._API and isinstance(value, types.ModuleType):
@@ -109,5 +122,5 @@ sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "Computation", "HloSyntaxError", "HlofuseError", "Instruction", "Module", "Shape",
-    "check", "compile_jax", "dumps", "explain", "load", "loads", "resolve",
+    "check", "compile_jax", "diff", "dumps", "explain", "load", "loads", "resolve",
 ]

@@ -1,5 +1,6 @@
-"""The Python API of the commands: `hlofuse.explain(...)` and `hlofuse.check(...)` return
-reports whose `.to_dict()` is what `hlofuse explain --json` and `hlofuse check --json` print.
+"""The Python API of the commands: `hlofuse.explain(...)`, `hlofuse.check(...)` and
+`hlofuse.diff(...)` return reports whose `.to_dict()` is what `hlofuse explain --json`,
+`hlofuse check --json` and `hlofuse diff --json` print.
 The commands are this module plus printing: they resolve the input here, print what was
 chosen, and build the same report.
 
@@ -196,6 +197,110 @@ def explained_counts(resolved: ResolvedInput, ex) -> list[counts.KernelCount]:
         text, name = read_input(str(snap.path))
         out.append(counts.count(parse_text(text, name), counts.XLA_AFTER_FUSION, str(snap.path)))
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# diff
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DiffSides:
+    """The two inputs of a comparison, resolved, with what is applied to each side's replay."""
+
+    a: ResolvedInput
+    b: ResolvedInput
+    a_flags: tuple[str, ...] = ()
+    b_flags: tuple[str, ...] = ()
+    b_relax: tuple[str, ...] = ()
+    one_input: bool = False  # B is A replayed another way
+
+
+def diff(a, b=None, *, module: str | None = None, stage: str | None = None, backend: str | None = None,
+         pipeline: str | None = None, gpu: str | None = None, xla_flags: str | Sequence[str] | None = None,
+         vs_pipeline: str | None = None, vs_gpu: str | None = None,
+         vs_xla_flags: str | Sequence[str] | None = None, relax: Sequence[str] = (), strict: bool = False):
+    """Compare two compiles of a program, as `hlofuse diff` does: `a` and `b` are paths (HLO
+    files, dump folders, "-"), compile_jax folders or ir.Modules, each explained as `explain`
+    explains it (the same module chosen in each); or `a` alone, replayed twice: as given
+    (`backend`, `pipeline`, `gpu`, `xla_flags`) and as B, with `vs_pipeline`, `vs_gpu`,
+    `vs_xla_flags` or `relax` (B's, in both forms).  Returns a diff.Diff whose `.to_dict()`
+    equals `hlofuse diff --json`."""
+    sides = resolve_for_diff(a, b, module=module, stage=stage, backend=backend, pipeline=pipeline, gpu=gpu,
+                             xla_flags=xla_flags, vs_pipeline=vs_pipeline, vs_gpu=vs_gpu,
+                             vs_xla_flags=vs_xla_flags, relax=relax, strict=strict)
+    return diff_resolved(sides)
+
+
+def resolve_for_diff(a, b=None, *, module=None, stage=None, backend=None, pipeline=None, gpu=None, xla_flags=None,
+                     vs_pipeline=None, vs_gpu=None, vs_xla_flags=None, relax=(), strict=False) -> DiffSides:
+    """Both sides of a comparison, resolved (every option checked before any work)."""
+    from .errors import OptionError
+
+    relax = tuple(relax)
+    b_flags_given = (vs_xla_flags,) if isinstance(vs_xla_flags, str) else tuple(vs_xla_flags or ())
+    if b is not None:
+        if _is_stdin(a) and _is_stdin(b):
+            raise OptionError("A and B cannot both be - (stdin): give one of them as a file or dump folder")
+        side_a, a_flags = resolve_for_explain(a, module=module, stage=stage, backend=backend, pipeline=pipeline,
+                                              gpu=gpu, xla_flags=xla_flags, strict=strict)
+        side_b, b_flags = resolve_for_explain(b, module=module, stage=stage, pipeline=vs_pipeline, gpu=vs_gpu,
+                                              relax=relax, xla_flags=b_flags_given or None, strict=strict)
+        return DiffSides(side_a, side_b, a_flags, b_flags, relax)
+    changes = [name for name, given in (("--vs-pipeline", vs_pipeline), ("--vs-gpu", vs_gpu),
+                                        ("--vs-xla-flags", b_flags_given), ("--relax", relax)) if given]
+    if not changes:
+        raise OptionError("diff compares two compiles: give A and B, or A with --vs-gpu, --vs-pipeline, "
+                          "--vs-xla-flags or --relax to compare its replay with another one")
+    side_a, a_flags = resolve_for_explain(a, module=module, stage=stage, backend=backend, pipeline=pipeline, gpu=gpu,
+                                          xla_flags=xla_flags, strict=strict)
+    side_a = _before_fusion(side_a, changes[0], strict)
+    side_b = replace(side_a, detection=_detection_b(side_a, vs_pipeline, vs_gpu, relax, b_flags_given))
+    return DiffSides(side_a, side_b, a_flags, b_flags_given or a_flags, relax, one_input=True)
+
+
+def diff_resolved(sides: DiffSides):
+    """Explain both sides (no predicted fixes: the totals are what a comparison needs) and
+    compare them."""
+    from .diff import compare
+    from .triage import TriageOptions
+
+    options = TriageOptions(predict=False)
+    report_a = explain_resolved(sides.a, xla_flags=sides.a_flags, triage=options)
+    report_b = explain_resolved(sides.b, relax=sides.b_relax, xla_flags=sides.b_flags, triage=options)
+    return compare(report_a, report_b, {"relax": (), "xla_flags": sides.a_flags},
+                   {"relax": sides.b_relax, "xla_flags": sides.b_flags})
+
+
+def _before_fusion(resolved: ResolvedInput, option: str, strict: bool) -> ResolvedInput:
+    """Both sides of a one-input comparison are replays of the module before fusion."""
+    from .inputs import switch_to_before_fusion
+
+    return switch_to_before_fusion(resolved, option, strict)
+
+
+def _detection_b(a: ResolvedInput, vs_pipeline, vs_gpu, relax, vs_flags):
+    """B's backend, pipeline and GPU: A's, with --vs-pipeline and --vs-gpu put in their place
+    (checked here, with B's --relax against B's pipeline)."""
+    from .backend import Detection
+    from .errors import OptionError
+    from .inputs import PIPELINES
+
+    backend = PIPELINES[vs_pipeline] if vs_pipeline in PIPELINES else a.backend
+    if vs_gpu is not None and backend != "gpu":
+        raise OptionError(f"--vs-gpu describes a GPU, and B is replayed by XLA:{backend.upper()}")
+    pipeline = vs_pipeline or (a.pipeline if backend == a.backend else None)
+    check_options(backend=backend, pipeline=pipeline, gpu=vs_gpu, relax=relax, xla_flags=vs_flags)
+    if backend == "cpu":
+        return Detection("cpu", "cpu", None, ("B: XLA:CPU (--vs-pipeline cpu)",))
+    gpu = vs_gpu or (a.gpu if a.backend == "gpu" else None)
+    said = [f"pipeline {pipeline}" + (" (--vs-pipeline)" if vs_pipeline else " (as A)"),
+            f"GPU {gpu}" + (" (--vs-gpu)" if vs_gpu else " (as A)")]
+    return Detection("gpu", pipeline, gpu, ("B: XLA:GPU; " + "; ".join(said),))
+
+
+def _is_stdin(source) -> bool:
+    return isinstance(source, str) and source == "-"
 
 
 # ------------------------------------------------------------------------------------------

@@ -135,7 +135,7 @@ def print_evidence(resolved, detection: bool = True) -> None:
 
 class _Group(click.Group):
     def list_commands(self, ctx):
-        order = ["parse", "print", "fuse", "rules", "check", "explain", "render", "bench", "compile"]
+        order = ["parse", "print", "fuse", "rules", "check", "explain", "diff", "render", "bench", "compile"]
         names = super().list_commands(ctx)
         return [n for n in order if n in names] + [n for n in names if n not in order]
 

@@ -352,16 +352,23 @@ def _relax_switch(resolved: ResolvedInput, strict: bool) -> ResolvedInput:
     """`explain --relax` changes what a replay decides, so it needs a module before fusion:
     on a fused input, the dump's snapshot right before fusion is explained (replayed) instead;
     without one it is an error, before any work."""
+    return switch_to_before_fusion(resolved, "--relax", strict)
+
+
+def switch_to_before_fusion(resolved: ResolvedInput, option: str, strict: bool = False) -> ResolvedInput:
+    """A resolved input whose main module is the one before fusion, to replay: itself when it
+    is not fused, else the dump's snapshot right before fusion (an error naming `option`, the
+    option that needs a replay, without one)."""
     if not is_fused(resolved):
         return resolved
     name = Path(resolved.main.name).name
     snap = resolved.stage_file("before_fusion")
     if snap is None:
-        raise OptionError(f"--relax changes hlofuse's replay, and {name} is already fused, with no snapshot "
+        raise OptionError(f"{option} changes hlofuse's replay, and {name} is already fused, with no snapshot "
                           "before fusion beside it to replay: dump with --xla_dump_hlo_pass_re (see README) or "
                           "give the module before fusion")
     before = _read(snap, str(snap.path), _BEFORE, strict)
-    line = f"--relax: explaining the replay of {_BEFORE} ({snap.path.name}) instead of the fused {name}"
+    line = f"{option}: explaining the replay of {_BEFORE} ({snap.path.name}) instead of the fused {name}"
     return replace(resolved, main=before, before=before, chosen=resolved.chosen + (line,))
 
 
