@@ -15,7 +15,7 @@ import hlofuse
 from hlofuse import xla_log
 from hlofuse.check import check
 from hlofuse.cost import GpuPerformanceModel, tiled, tiling
-from hlofuse.cost.symbolic_tile import Domain, constant, expression_text, size_and_stride, variable
+from hlofuse.cost.symbolic_tile import Domain, add, constant, expression_text, scale, size_and_stride, variable
 from hlofuse.device import load_gpu
 from hlofuse.dumpdir import choose_module, fusion_snapshot, priority_fusion_log, scan
 from hlofuse.graph import Program
@@ -27,11 +27,9 @@ DUMPS = sorted(p.name for p in DATA.iterdir() if p.is_dir())
 
 def _fusion(body: str, params: str, root_shape: str):
     """A fusion computing `body` (its parameters: `params`, one per line as `name = shape`)."""
-    decls = "\n".join(f"  {line.split('=')[0].strip()} = {line.split('=')[1].strip()} parameter({i})"
-                      for i, line in enumerate(params.strip().splitlines()))
-    args = ", ".join(line.split("=")[0].strip() for line in params.strip().splitlines())
-    entry = "\n".join(f"  {line.split('=')[0].strip()} = {line.split('=')[1].strip()} parameter({i})"
-                      for i, line in enumerate(params.strip().splitlines()))
+    pairs = [[part.strip() for part in line.split("=")] for line in params.strip().splitlines()]
+    decls = "\n".join(f"  {name} = {shape} parameter({i})" for i, (name, shape) in enumerate(pairs))
+    args = ", ".join(name for name, _ in pairs)
     program = Program.from_module(hlofuse.loads(f"""
 add {{
   a = f32[] parameter(0)
@@ -43,7 +41,7 @@ body {{
 {body}
 }}
 ENTRY e {{
-{entry}
+{decls}
   ROOT f = {root_shape} fusion({args}), kind=kCustom, calls=body
 }}"""))
     return program.entry.get("f")
@@ -107,9 +105,9 @@ def test_size_and_stride_rules():
     assert size_and_stride(domain.mod(d0, 32), domain)
     assert not size_and_stride(domain.floordiv(s0, 32), domain)
     assert not size_and_stride(domain.mod(s0, 32), domain)
-    merged = hlofuse.cost.symbolic_tile.add(hlofuse.cost.symbolic_tile.scale(d0, 32), d1)
+    merged = add(scale(d0, 32), d1)
     assert size_and_stride(merged, domain)  # d0 * 32 + d1: 32 = 32 (d1's size) * 1
-    gap = hlofuse.cost.symbolic_tile.add(hlofuse.cost.symbolic_tile.scale(d0, 64), d1)
+    gap = add(scale(d0, 64), d1)
     assert not size_and_stride(gap, domain)  # d0 * 64 + d1: 64 != 32 * 1
     # the simplifier undoes a split followed by a merge: (d0 * 32 + d1) / 32 = d0
     assert domain.floordiv(merged, 32) == d0 and domain.mod(merged, 32) == d1
