@@ -22,10 +22,11 @@ instructions `(s0 / 32, s0 mod 32, d0)`; the same split on a kept dimension, `(d
 mod 32, s0)`, and a reshape that splits the reduced dimension instead, `(s0 * 32 + s1, d0)`,
 are tiled.
 
-Instructions are checked in the order XLA creates them (from the root, first operand first):
-the first that fails is named.  Not modelled (expected effect: none in the dumps measured):
-XLA's simplifier beyond the floordiv/mod rules below, maps with constraints, concatenates
-(XLA bails out on them before this check), runtime variables.
+Instructions are checked in the order XLA creates them (from the root; each instruction taken
+creates its operands in order, and the last created is taken next): the first that fails is
+named.  Not modelled (expected effect: none in the dumps measured):
+XLA's simplifier beyond the floordiv/mod rules below, maps with constraints (a concatenate
+along an index that is not one dimension is not followed), runtime variables.
 """
 
 from __future__ import annotations
@@ -116,16 +117,31 @@ def scale(a: Expr, factor: int) -> Expr:
 
 
 class Domain:
-    """The bounds of the variables of a map: dimension i in [0, dims[i] - 1], range variable j
-    in [0, symbols[j] - 1]."""
+    """The bounds of the variables of a map: dimension i in `dims[i]` (an inclusive interval:
+    [0, size - 1], or a concatenate operand's part of it), range variable j in
+    [0, symbols[j] - 1].  A path through a concatenate or reduce gets a domain of its own."""
 
-    def __init__(self, dims: tuple[int, ...]):
-        self.dims = tuple(dims)
-        self.symbols: list[int] = []
+    def __init__(self, dims, symbols=()):
+        self.dims = tuple((0, d - 1) if isinstance(d, int) else tuple(d) for d in dims)
+        self.symbols: list[int] = list(symbols)
+
+    def with_symbol(self, size: int) -> tuple["Domain", Expr]:
+        """This domain and a new range variable of `size` values."""
+        domain = Domain(self.dims, self.symbols + [size])
+        return domain, variable("s", len(self.symbols))
+
+    def restricted(self, dim: int, lo: int, hi: int) -> "Domain":
+        dims = list(self.dims)
+        dims[dim] = (max(lo, dims[dim][0]), min(hi, dims[dim][1]))
+        return Domain(dims, self.symbols)
+
+    def key(self) -> tuple:
+        return self.dims, tuple(self.symbols)
 
     def bounds(self, var: Var) -> tuple[int, int]:
-        size = self.dims[var.index] if var.kind == "d" else self.symbols[var.index]
-        return 0, size - 1
+        if var.kind == "d":
+            return self.dims[var.index]
+        return 0, self.symbols[var.index] - 1
 
     def range_of(self, e: Expr) -> tuple[int, int]:
         lo = hi = e.constant
@@ -167,8 +183,7 @@ class Domain:
     def mod(self, e: Expr, k: int) -> Expr:
         if k == 1:
             return constant(0)
-        rest = _make(e.constant % k if not e.terms else e.constant,
-                     {a: c for a, c in e.terms if c % k})
+        rest = _make(e.constant % k, {a: c for a, c in e.terms if c % k})
         lo, hi = self.range_of(rest)
         if lo >= 0 and hi < k:
             return rest
@@ -260,7 +275,7 @@ def map_text(exprs: tuple[Expr, ...], domain: Domain) -> str:
     dims = ", ".join(f"d{i}" for i in range(len(domain.dims)))
     head = f"({dims})" + (f"[{', '.join(f's{n}' for n in range(len(symbols)))}]" if symbols else "")
     body = ", ".join(expression_text(e, names) for e in exprs)
-    bounds = [f"d{i} in [0, {size - 1}]" for i, size in enumerate(domain.dims)]
+    bounds = [f"d{i} in [{lo}, {hi}]" for i, (lo, hi) in enumerate(domain.dims)]
     bounds += [f"s{n} in [0, {domain.symbols[j] - 1}]" for n, j in enumerate(symbols)]
     return f"{head} -> ({body}), domain: {', '.join(bounds)}"
 
@@ -307,10 +322,13 @@ def _summand(atom, coefficient: int, domain: Domain):
 
 
 def _range_size(size, domain: Domain) -> int | None:
+    """TryGetSizeExpressionRangeSize: a dimension's number of values, None when its interval
+    does not start at 0 (a concatenate's later operand)."""
     if size[0] == "const":
         return size[1]
     if size[0] == "dim":
-        return domain.dims[size[1]]
+        lo, hi = domain.dims[size[1]]
+        return hi + 1 if lo == 0 else None
     return None
 
 
@@ -334,7 +352,7 @@ def size_and_stride(e: Expr, domain: Domain) -> bool:
         parts.append(part)
     if len(parts) == 1:
         return True
-    if any(size[0] == "expr" for size, _ in parts):
+    if any(_range_size(size, domain) is None for size, _ in parts):
         return False
     parts.sort(key=lambda p: -abs(p[1]))
     for (size, stride), (_, previous) in zip(parts[1:], parts):
@@ -402,52 +420,73 @@ def _row_major(shape):
 
 
 def _operand_maps(node: "Node", index: tuple[Expr, ...], domain: Domain):
-    """(operand, its index) for each operand XLA propagates the map to."""
+    """(operand, its index, the index's domain) for each operand XLA propagates the map to."""
     op = node.opcode
     if op == "broadcast":
         mapping = attributes.dimensions(node)
-        return [(node.operands[0], tuple(index[m] for m in mapping))]
+        return [(node.operands[0], tuple(index[m] for m in mapping), domain)]
     if op == "reduce":
         half = len(node.operands) // 2
         reduced = set(attributes.dimensions(node))
-        out = []
         symbols: dict[int, Expr] = {}
-        for i, operand in enumerate(node.operands):
-            if i >= half:
-                out.append((operand, ()))
-                continue
-            kept = iter(index)
-            exprs = []
-            for d, size in enumerate(operand.shape.dims):
-                if d in reduced:
-                    if d not in symbols:
-                        if size == 1:
-                            symbols[d] = constant(0)
-                        else:
-                            domain.symbols.append(size)
-                            symbols[d] = variable("s", len(domain.symbols) - 1)
-                    exprs.append(symbols[d])
+        exprs = []
+        kept = iter(index)
+        for d, size in enumerate(node.operands[0].shape.dims):
+            if d in reduced:
+                if size == 1:
+                    symbols[d] = constant(0)
                 else:
-                    exprs.append(next(kept, constant(0)))
-            out.append((operand, tuple(exprs)))
-        return out
+                    domain, symbols[d] = domain.with_symbol(size)
+                exprs.append(symbols[d])
+            else:
+                exprs.append(next(kept, constant(0)))
+        return [(operand, tuple(exprs) if i < half else (), domain) for i, operand in enumerate(node.operands)]
     if op == "transpose":
         perm = attributes.dimensions(node)
-        exprs: list[Expr] = [constant(0)] * len(perm)
+        exprs = [constant(0)] * len(perm)
         for j, p in enumerate(perm):
             exprs[p] = index[j]
-        return [(node.operands[0], tuple(exprs))]
+        return [(node.operands[0], tuple(exprs), domain)]
     if op in ("bitcast", "reshape"):
         exprs = _reshaped(node, index, domain)
-        return [] if exprs is None else [(node.operands[0], exprs)]
+        return [] if exprs is None else [(node.operands[0], exprs, domain)]
     if op == "slice":
         ranges = attributes.slice_dims(node)
         return [(node.operands[0], tuple(add(scale(e, r.stride), constant(r.start))
-                                         for e, r in zip(index, ranges)))]
+                                         for e, r in zip(index, ranges)), domain)]
+    if op == "concatenate":
+        return _concatenate_maps(node, index, domain)
     if is_elementwise(node):
         return [(operand, index if operand.shape.rank == len(index) else
-                 tuple(constant(0) for _ in operand.shape.dims)) for operand in node.operands]
-    return []  # iota, constant, parameter; a concatenate is refused before this check
+                 tuple(constant(0) for _ in operand.shape.dims), domain) for operand in node.operands]
+    return []  # iota, constant, parameter
+
+
+def _concatenate_maps(node: "Node", index: tuple[Expr, ...], domain: Domain):
+    """Each operand of a concatenate is read on its part of the dimension: the dimension's
+    interval is restricted to the part (a single point is replaced by its value) and shifted
+    by the part's offset.  Where the concatenated index is not one dimension the maps would
+    carry constraints; they are not followed here."""
+    dim = (attributes.dimensions(node) or (0,))[0]
+    along = index[dim]
+    var = along.single
+    out = []
+    offset = 0
+    for operand in node.operands:
+        size = operand.shape.dims[dim]
+        exprs = list(index)
+        if isinstance(var, Var) and var.kind == "d":
+            part = domain.restricted(var.index, offset, offset + size - 1)
+            lo, hi = part.dims[var.index]
+            if lo <= hi:
+                exprs[dim] = constant(lo - offset) if lo == hi else add(along, constant(-offset))
+                out.append((operand, tuple(exprs), part))
+        elif not along.terms:
+            if offset <= along.constant < offset + size:
+                exprs[dim] = constant(along.constant - offset)
+                out.append((operand, tuple(exprs), domain))
+        offset += size
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,18 +510,31 @@ def first_failure(fusion: "Node") -> TileFailure | None:
     domain = Domain(root.shape.dims)
     # SimplifyPointDimensions::kReplace: a dimension of size 1 is the constant 0
     start = tuple(constant(0) if size == 1 else variable("d", i) for i, size in enumerate(root.shape.dims))
-    seen: set = set()
-    stack = [(root, start)]
+    failure = _failure(fusion, root, start, domain)
+    if failure is not None:
+        return failure
+    # AnalyzeFusionImpl's worklist: each instruction popped creates (and derives the tiles of)
+    # its operands in order, then the last one created is taken next
+    seen = {(root.uid, start, domain.key())}
+    stack = [(root, start, domain)]
     while stack:
-        node, index = stack.pop()
-        key = (node.uid, index)
-        if key in seen:
-            continue
-        seen.add(key)
-        target = fusion.operands[node.parameter_number] if node.opcode == "parameter" else node
-        if not all(size_and_stride(e, domain) for e in index):
-            return TileFailure(target, map_text(index, domain))
+        node, index, domain = stack.pop()
         if node.opcode == "parameter":
             continue
-        stack.extend(reversed(_operand_maps(node, index, domain)))
+        for operand, operand_index, operand_domain in _operand_maps(node, index, domain):
+            key = (operand.uid, operand_index, operand_domain.key())
+            if key in seen:
+                continue
+            seen.add(key)
+            failure = _failure(fusion, operand, operand_index, operand_domain)
+            if failure is not None:
+                return failure
+            stack.append((operand, operand_index, operand_domain))
     return None
+
+
+def _failure(fusion: "Node", node: "Node", index: tuple[Expr, ...], domain: Domain) -> TileFailure | None:
+    if all(size_and_stride(e, domain) for e in index):
+        return None
+    target = fusion.operands[node.parameter_number] if node.opcode == "parameter" else node
+    return TileFailure(target, map_text(index, domain))

@@ -55,10 +55,17 @@ def ln_split_sum(x, g, b):
     return layer_norm(x, g, b).reshape(4, 32, 64).sum(0)
 
 
+def cls_token_norm(x, w, cls, pos, g, b):
+    tokens = (x @ w).reshape(4, 64, 64)
+    tokens = jnp.concatenate([jnp.broadcast_to(cls, (4, 1, 64)), tokens], axis=1)
+    return layer_norm(tokens + pos, g, b)
+
+
 PROGRAMS = {
     "ln_sum_merged": (ln_sum_merged, [(4, 32, 64), (64,), (64,)]),
     "ln_sum_kept": (ln_sum_kept, [(4, 32, 64), (64,), (64,)]),
     "ln_split_sum": (ln_split_sum, [(128, 64), (64,), (64,)]),
+    "cls_token_norm": (cls_token_norm, [(256, 48), (48, 64), (1, 1, 64), (65, 64), (64,), (64,)]),
 }
 
 
