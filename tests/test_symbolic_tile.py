@@ -194,3 +194,12 @@ def test_explain_agrees_with_xla_whatever_the_clone_counter():
     verdict = SimpleNamespace(status="ineligible", reason=head + "%mul.197.3 = f32[4,32,64]{2,1,0} multiply(%a, %b)")
     assert _same_verdict(rule, head + "%mul.197.2", verdict)
     assert not _same_verdict(rule, head + "%mul.198.2", verdict)
+
+
+def test_a_mod_keeps_an_offset_index_within_the_modulus():
+    """(d1 - 1) mod 64 with d1 in [1, 64] is d1 - 1 (a concatenate's second part read through
+    a reshape), not a mod."""
+    domain = Domain([(0, 3), (1, 64)])
+    shifted = add(variable("d", 1), constant(-1))
+    assert domain.mod(shifted, 64) == shifted
+    assert domain.mod(add(variable("d", 0), constant(-64)), 64) == variable("d", 0)

@@ -24,9 +24,10 @@ are tiled.
 
 Instructions are checked in the order XLA creates them (from the root; each instruction taken
 creates its operands in order, and the last created is taken next): the first that fails is
-named.  Not modelled (expected effect: none in the dumps measured):
-XLA's simplifier beyond the floordiv/mod rules below, maps with constraints (a concatenate
-along an index that is not one dimension is not followed), runtime variables.
+named.  Not modelled (expected effect: none on the dumps measured but the one noted): XLA's
+simplifier beyond the floordiv/mod rules below (XLA leaves vit_patch_embed's class token at
+(s0 / 64, s0 / 64, s0) where this reduces it to (0, 0, s0)), maps with constraints (a
+concatenate along an index that is not one dimension is not followed), runtime variables.
 """
 
 from __future__ import annotations
@@ -183,10 +184,12 @@ class Domain:
     def mod(self, e: Expr, k: int) -> Expr:
         if k == 1:
             return constant(0)
-        rest = _make(e.constant % k, {a: c for a, c in e.terms if c % k})
-        lo, hi = self.range_of(rest)
-        if lo >= 0 and hi < k:
-            return rest
+        terms = {a: c for a, c in e.terms if c % k}
+        for shift in (e.constant, e.constant % k):
+            rest = _make(shift, terms)
+            lo, hi = self.range_of(rest)
+            if lo >= 0 and hi < k:
+                return rest
         inner = rest.single
         if isinstance(inner, Mod) and inner.modulus % k == 0:
             return self.mod(inner.expr, k)
