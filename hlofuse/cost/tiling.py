@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import attributes
 from ..gpu.properties import is_elementwise
+from .symbolic_tile import first_failure
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..graph import Node
@@ -241,7 +242,9 @@ def _operand_tiles(node: "Node", sizes: tuple[int, ...], offsets: tuple[int, ...
 
 def untileable_reason(fusion: "Node") -> str | None:
     """Why SymbolicTileAnalysis gives up on a fusion before any tiling is tried (an opcode the
-    analysis bails out on, a tuple root), or None."""
+    analysis bails out on, a tuple root, an instruction whose indexing map has no symbolic
+    tile: symbolic_tile.py), or None.  The reason names an instruction, so it is derived here
+    for each fusion and never memoized by structure."""
     body = fusion.fused
     if body.root.opcode == "tuple" or not body.root.shape.is_array:
         return "multi-output fusions are not tiled here"
@@ -250,7 +253,8 @@ def untileable_reason(fusion: "Node") -> str | None:
             return f"Bailing out on {node.name}"
         if node.opcode not in _PROPAGATED and not is_elementwise(node):
             return f"no symbolic tile for {node.name} ({node.opcode})"
-    return None
+    failure = first_failure(fusion)
+    return failure.reason if failure is not None else None
 
 
 def tile_fusion(fusion: "Node", sizes: tuple[int, ...]) -> Tiling:

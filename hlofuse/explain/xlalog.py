@@ -55,11 +55,24 @@ def _same_verdict(rule, xla_string: str | None, verdict) -> bool | None:
     if not xla_string:
         return None
     ours, text = _words(xla_string), _words(verdict.reason)
-    return bool(ours) and (ours == text or text.startswith(ours) or ours.startswith(text))
+    if bool(ours) and (ours == text or text.startswith(ours) or ours.startswith(text)):
+        return True
+    # a reason naming an instruction (`for HLO %mul.197.3`): the replay's clone of it carries
+    # another clone counter than XLA's, so the names are compared without it
+    ours, text = _unsuffixed(ours), _unsuffixed(text)
+    return bool(ours) and "%" in ours and (ours == text or text.startswith(ours) or ours.startswith(text))
 
 
 def _words(text: str) -> str:
     return " ".join(text.strip().lower().split())
+
+
+_NAMED = re.compile(r"%([\w\-]+?\.\d+)((?:\.clone)?(?:\.\d+)*)\b")
+
+
+def _unsuffixed(text: str) -> str:
+    """`text` with each `%name.N.K` (or `%name.N.clone.K`) written `%name.N`."""
+    return _NAMED.sub(lambda m: "%" + m.group(1), text)
 
 
 def rule_from_xla_reason(reason: str | None, pipeline: str | None):

@@ -302,7 +302,9 @@ def triton_not_tileable(c: Candidate):
     none is valid: every candidate has a tile of more than 2^20 elements, a concatenate tile
     that straddles two operands, or an output, operand or iota tile too large for 40% of a
     block's registers (its run time is then infinite) — or the analysis bails out on an
-    instruction it cannot tile (a pad outside a GEMM fusion).
+    instruction it cannot tile (a pad outside a GEMM fusion), or finds no symbolic tile for an
+    instruction's index ("Failed to compute symbolic tile for <map> for HLO <instr>": a
+    floordiv or mod of a reduced dimension, hlofuse/cost/symbolic_tile.py).
     Why XLA does this: Triton runs one block per output tile and keeps each tile in registers;
     a row normalisation feeding a column reduction would need whole columns of whole rows.
     Example:
