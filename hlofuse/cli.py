@@ -4,6 +4,7 @@ JSON on stdout, errors included."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -88,6 +89,22 @@ def guarded(as_json_param: str | None = "as_json") -> Callable:
         return inner
 
     return wrap
+
+
+def cache_option(fn):
+    """--no-cache: the command computes every parse and replay afresh and keeps none
+    (hlofuse.result_cache; HLOFUSE_NO_CACHE=1 does the same for every command)."""
+
+    def inner(*args, no_cache=False, **kwargs):
+        from .result_cache import bypassed
+
+        with bypassed(no_cache):
+            return fn(*args, **kwargs)
+
+    functools.update_wrapper(inner, fn)
+    return click.option("--no-cache", "no_cache", is_flag=True,
+                        help="Parse and replay afresh, without reading or writing hlofuse's cache of results "
+                             "(~/.cache/hlofuse).")(inner)
 
 
 def input_options(fn):
@@ -190,6 +207,7 @@ def module_summary(module, resolved=None) -> dict:
 @main.command("parse")
 @input_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@cache_option
 @guarded()
 def parse_cmd(input, module_name, stage, as_json):
     """Parse HLO and summarise it: computations, instructions by opcode, fusions, kernels.
@@ -232,6 +250,7 @@ def parse_cmd(input, module_name, stage, as_json):
 @input_options
 @click.option("--short", is_flag=True, help="Short form: no % before names, no signatures.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to a file (atomically) instead of stdout.")
+@cache_option
 @guarded(None)
 def print_cmd(input, module_name, stage, short, output):
     """Parse HLO and print it back in XLA's canonical spelling (XLA and hlofuse parse it back).

@@ -7,7 +7,7 @@ import json
 
 import click
 
-from ..cli import check_outputs, guarded, main, stderr_console, stdout_console, write_atomically
+from ..cli import cache_option, check_outputs, guarded, main, stderr_console, stdout_console, write_atomically
 from ..errors import EXIT_EXECUTE
 from ..terminal import markup
 
@@ -60,6 +60,7 @@ class _Bar:
 @click.option("--max-iterations", type=click.IntRange(0), metavar="N",
               help="Refuse plans with a while loop whose body runs more than N times per run (default: "
                    "HLOFUSE_MAX_ITERATIONS, else 1000000).")
+@cache_option
 @guarded()
 def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file, as_json, csv_file,
               memory_limit, max_iterations):

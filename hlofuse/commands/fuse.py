@@ -7,7 +7,7 @@ import json
 
 import click
 
-from ..cli import check_outputs, guarded, main, stdout_console, write_atomically
+from ..cli import cache_option, check_outputs, guarded, main, stdout_console, write_atomically
 from ..errors import OptionError
 from ..terminal import markup
 
@@ -44,6 +44,7 @@ def _pipeline_options(fn):
 @_pipeline_options
 @click.option("--json", "as_json", is_flag=True, help="Print kernels and decisions as JSON.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the fused module as HLO text.")
+@cache_option
 @guarded()
 def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, library_fusion, xla_flags, as_json,
              output):
@@ -61,7 +62,7 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
     from ..cli import print_evidence, resolve_input
     from ..collector import collector_paused
     from ..inputs import REPLAY, check_options
-    from ..pipeline import replay
+    from ..result_cache import cached_replay as replay
     from ..printer import print_module
     from ..render.json import dumps_listing
 
@@ -202,6 +203,7 @@ def rules_cmd(refs, as_json, pipeline):
 @_pipeline_options
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--all", "show_all", is_flag=True, help="List the kernels reproduced exactly too.")
+@cache_option
 @guarded()
 def check_cmd(inputs, module_name, backend, pipeline, passes, gpu, relax, library_fusion, xla_flags, as_json,
               show_all):
