@@ -150,11 +150,32 @@ def print_evidence(resolved, detection: bool = True) -> None:
         err.print(f"[dim]{markup(resolved.detected)}[/]", soft_wrap=True)
 
 
+#: The subcommands defined outside this file, in the order `hlofuse --help` lists them after
+#: parse and print, each with the module of hlofuse.commands that registers it (`@main.command`).
+#: A module is imported only when one of its commands is run or listed, so that a command
+#: pays for its own imports alone.
+COMMANDS = {
+    "fuse": "fuse",
+    "rules": "fuse",
+    "check": "fuse",
+    "explain": "explain",
+    "render": "render",
+    "bench": "bench",
+    "compile": "compile",
+}
+
+
 class _Group(click.Group):
     def list_commands(self, ctx):
-        order = ["parse", "print", "fuse", "rules", "check", "explain", "render", "bench", "compile"]
-        names = super().list_commands(ctx)
-        return [n for n in order if n in names] + [n for n in names if n not in order]
+        own = [n for n in ("parse", "print") if n in self.commands]
+        return own + list(COMMANDS) + sorted(n for n in self.commands if n not in own and n not in COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in COMMANDS:
+            import importlib
+
+            importlib.import_module(f"{__package__}.commands.{COMMANDS[name]}")
+        return super().get_command(ctx, name)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -270,18 +291,6 @@ def print_cmd(input, module_name, stage, short, output):
     else:
         click.echo(text, nl=False)
 
-
-def _load_commands() -> None:
-    import importlib
-    import pkgutil
-
-    from . import commands
-
-    for info in pkgutil.iter_modules(commands.__path__):
-        importlib.import_module(f"{commands.__name__}.{info.name}")
-
-
-_load_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

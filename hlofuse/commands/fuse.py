@@ -151,6 +151,7 @@ def _short(name: str) -> str:
 @click.argument("refs", nargs=-1, metavar="[ID|NAME|TAG|GLOB]...")
 @click.option("--json", "as_json", is_flag=True, help="Print the rules as JSON.")
 @click.option("--pipeline", type=click.Choice(["legacy", "priority", "cpu"]), help="Only this pipeline's rules.")
+@cache_option
 @guarded()
 def rules_cmd(refs, as_json, pipeline):
     """List the fusion rules, or document some of them (like `ruff rule`).
@@ -161,26 +162,19 @@ def rules_cmd(refs, as_json, pipeline):
       hlofuse rules concat               # every rule tagged concat, documented
       hlofuse rules 'MOF-*' --json
     """
-    from ..rules import find, load_all
+    from ..rule_catalogue import catalogue, find
 
-    rules = find(refs) if refs else sorted(load_all().values(), key=lambda r: r.id)
+    known = catalogue()
+    rules = find(refs, known) if refs else sorted(known.values(), key=lambda r: r.id)
     if pipeline:
         rules = [r for r in rules if pipeline in r.pipelines]
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in rules], indent=2))
         return
-    out = stdout_console()
     if not refs:
-        from rich.table import Table
-
-        table = Table(title=f"{len(rules)} rules", title_justify="left")
-        for col in ("id", "name", "pipelines", "tags", "relaxable", "summary"):
-            table.add_column(col)
-        for r in rules:
-            table.add_row(r.id, r.name, ",".join(r.pipelines), ",".join(sorted(r.tags)),
-                          "yes" if r.relaxable else "no", r.summary)
-        out.print(table)
+        click.echo(_rules_table(rules))
         return
+    out = stdout_console()
     for r in rules:
         out.rule(f"[bold]{r.id}[/] {r.name}")
         out.print(f"pipelines: {', '.join(r.pipelines)}   passes: {', '.join(r.passes)}   "
@@ -190,6 +184,18 @@ def rules_cmd(refs, as_json, pipeline):
         if r.xla.message:
             out.print(f'XLA says: "{r.xla.message}"', markup=False)
         out.print(f"implemented at {r.source[0]}:{r.source[1]}", markup=False)
+
+
+def _rules_table(rules) -> str:
+    """The rules in aligned columns, one line each, the summary last and never cut (plain text:
+    a rich table of a hundred wrapped rows costs more than the rest of the command)."""
+    rows = [("id", "name", "pipelines", "tags", "relaxable", "summary")]
+    rows += [(r.id, r.name, ",".join(r.pipelines), ",".join(sorted(r.tags)), "yes" if r.relaxable else "no",
+              r.summary) for r in rules]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    lines = [f"{len(rules)} rules"]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5] for row in rows]
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------
