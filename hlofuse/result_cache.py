@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copyreg
 import hashlib
+import io
 import os
 import pickle
 import time
@@ -190,11 +192,52 @@ def _store(key: str, value) -> None:
     if folder is None:
         return
     try:
-        data = zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1)
+        data = zlib.compress(dumps(value), 1)
         private_files.store(folder, key, data)
         _trim(folder)
     except (OSError, pickle.PicklingError, TypeError, AttributeError, RecursionError):
         private_files.discard(folder, key)
+
+
+def dumps(value) -> bytes:
+    """Pickle `value`, frozen slotted dataclasses (instructions, shapes, layouts) as their field
+    values: the `__setstate__` dataclasses give them looks their fields up again for every
+    object, which made loading a replay of 100k instructions three times slower."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _Reducers(copyreg.dispatch_table)
+    pickler.dump(value)
+    return buffer.getvalue()
+
+
+class _Reducers(dict):
+    """copyreg's table, and a reducer for each frozen slotted dataclass met while pickling."""
+
+    def __missing__(self, cls):
+        params = getattr(cls, "__dataclass_params__", None)
+        if params is None or not params.frozen or "__slots__" not in cls.__dict__:
+            raise KeyError(cls)
+        names = tuple(f.name for f in fields(cls))
+        _FIELD_NAMES[cls] = names
+
+        def reduce(obj):
+            return _rebuild, (cls, tuple([getattr(obj, name) for name in names]))
+
+        self[cls] = reduce
+        return reduce
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _rebuild(cls, values):
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    obj = object.__new__(cls)
+    for name, value in zip(names, values):
+        object.__setattr__(obj, name, value)
+    return obj
 
 
 def _trim(folder: Path) -> None:
