@@ -207,3 +207,19 @@ def test_a_module_not_parsed_from_text_is_replayed_without_the_cache(fresh_cache
     assert result_cache.replay_key(derived, Options(backend="cpu")) is None
     result_cache.cached_replay(derived, Options(backend="cpu"))
     assert not any(n.startswith("replay-") for n in _entries(fresh_cache))
+
+
+def test_every_command_that_reads_or_replays_has_no_cache():
+    from hlofuse.cli import COMMANDS
+
+    for name in ["parse", "print", *COMMANDS]:
+        command = main.get_command(None, name)
+        assert "--no-cache" in {opt for p in command.params for opt in p.opts}, name
+
+
+def test_parse_and_print_with_no_cache_keep_nothing(fresh_cache):
+    path = SAMPLES / "cpu" / "cartpole_d_unroll10"
+    assert _run("parse", path, "--json", "--no-cache") == _run("parse", path, "--json")
+    assert [n.split("-")[0] for n in _entries(fresh_cache)] == ["parse"]
+    _run("print", path, "--no-cache")
+    assert len(_entries(fresh_cache)) == 1
