@@ -223,3 +223,4 @@ def test_parse_and_print_with_no_cache_keep_nothing(fresh_cache):
     assert [n.split("-")[0] for n in _entries(fresh_cache)] == ["parse"]
     _run("print", path, "--no-cache")
     assert len(_entries(fresh_cache)) == 1
+

@@ -96,3 +96,14 @@ def test_an_unknown_rule_is_one_line_naming_close_matches():
     result = CliRunner().invoke(main, ["rules", "concatt"])
     assert result.exit_code != 0
     assert "no rule matches 'concatt'" in result.output and "concat" in result.output
+
+
+def test_the_suite_keeps_a_cache_of_its_own():
+    """conftest points every test, and the commands they start, at a fresh folder: the user's
+    ~/.cache/hlofuse is neither read nor filled."""
+    from pathlib import Path
+
+    ours = Path(os.environ[private_files.CACHE_ENV])  # (no test here sets it)
+    users = Path(os.path.expanduser("~"), ".cache", "hlofuse")
+    assert ours.is_absolute() and ours.name == "hlofuse" and ours != users and users not in ours.parents
+    assert ours.parent.name.startswith("hlofuse-tests-")
