@@ -218,22 +218,15 @@ class _Reducers(dict):
         if params is None or not params.frozen or "__slots__" not in cls.__dict__:
             raise KeyError(cls)
         names = tuple(f.name for f in fields(cls))
-        _FIELD_NAMES[cls] = names
 
-        def reduce(obj):
-            return _rebuild, (cls, tuple([getattr(obj, name) for name in names]))
+        def reduce(obj):  # (the pickle holds `names` once: later objects refer to it)
+            return _rebuild, (cls, names, tuple([getattr(obj, name) for name in names]))
 
         self[cls] = reduce
         return reduce
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _rebuild(cls, values):
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+def _rebuild(cls, names, values):
     obj = object.__new__(cls)
     for name, value in zip(names, values):
         object.__setattr__(obj, name, value)
