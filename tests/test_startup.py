@@ -107,3 +107,15 @@ def test_the_suite_keeps_a_cache_of_its_own():
     users = Path(os.path.expanduser("~"), ".cache", "hlofuse")
     assert ours.is_absolute() and ours.name == "hlofuse" and ours != users and users not in ours.parents
     assert ours.parent.name.startswith("hlofuse-tests-")
+
+
+def test_every_command_module_is_in_the_table():
+    """A module of hlofuse.commands whose command is missing from cli.COMMANDS would never be
+    imported, and its command never found."""
+    import re
+
+    registered = {}
+    for path in sorted((REPO / "hlofuse" / "commands").glob("*.py")):
+        for name in re.findall(r'@main\.command\("([\w-]+)"\)', path.read_text()):
+            registered[name] = path.stem
+    assert registered == COMMANDS
