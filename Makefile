@@ -48,8 +48,10 @@ graphviz:
 samples:
 	bash sample_dumps/regenerate.sh
 
+# `make bench BENCH=--300k` adds 300k-instruction modules to the replay table (minutes more);
+# XLA's parser is timed beside hlofuse's when jaxlib is installed (EXTRAS=dev,jax).
 bench: $(STAMP)
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(BENCH)
 
 clean:
 	rm -rf out .pytest_cache

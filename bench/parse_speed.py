@@ -3,6 +3,7 @@
 
     python bench/parse_speed.py                 # a generated 12 MB module + the largest sample dump
     python bench/parse_speed.py --mb 30 --repeat 3 --json
+    python bench/parse_speed.py --xla-python /path/to/venv-with-jax/bin/python
 
 The generated module looks like an optimised GPU dump of a large transformer, in XLA's long
 form: hundreds of computations (loop and reduction fusions, while bodies and conditions,
@@ -15,7 +16,13 @@ Reported: MB/s and instructions/s for the whole `hlofuse.loads`, the split into 
 (Lark and its callbacks), assembly (names, computations, structural checks) and validation
 (per-instruction checks), and the peak resident memory (ru_maxrss) of a fresh process that
 reads and parses the file, also as a multiple of the file size.  XLA's own C++ parser reads
-such text at about 10–13 MB/s on the 2-core machine these numbers were taken on.
+such text at about 25 MB/s on the 2-core machine these numbers were taken on.
+
+XLA's parser (jaxlib's `hlo_module_from_text`, the C++ HloParser) is timed on the same files
+in the same run, one process, when jaxlib can be imported: by this Python, or by the one
+`--xla-python` names; the ratio hlofuse/XLA is of MB per CPU second, the steadier figure on a
+shared machine.  hlofuse's cache of parsed modules is off here (HLOFUSE_NO_CACHE): this times
+the parser.
 """
 
 from __future__ import annotations
@@ -33,6 +40,25 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+
+# Run by --xla-python's interpreter: XLA's C++ parser on a file, best of N, as JSON.
+_XLA_PARSER = """
+import json, os, sys, time
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from jaxlib import _hlo
+path, repeat = sys.argv[1], int(sys.argv[2])
+with open(path, encoding="utf-8", newline="") as fh:
+    text = fh.read()
+wall, cpu = [], []
+for _ in range(repeat):
+    c, t = time.process_time(), time.perf_counter()
+    module = _hlo.hlo_module_from_text(text)
+    wall.append(time.perf_counter() - t)
+    cpu.append(time.process_time() - c)
+    del module
+import jaxlib
+print(json.dumps({"wall_s": wall, "cpu_s": cpu, "jaxlib": jaxlib.__version__}))
+"""
 
 # ------------------------------------------------------------------------------------------
 # 1. The generated module
@@ -391,6 +417,27 @@ def measure_memory(path: str) -> dict:
             "child_peak_rss_mb": round(child_kb / 1024, 1) if child_kb else None}
 
 
+def xla_python(requested: str | None) -> str | None:
+    """The interpreter that runs XLA's parser: --xla-python, else this one when it has jaxlib."""
+    if requested:
+        return requested
+    probe = subprocess.run([sys.executable, "-c", "from jaxlib import _hlo; _hlo.hlo_module_from_text"],
+                           capture_output=True)
+    return sys.executable if probe.returncode == 0 else None
+
+
+def measure_xla(python: str, path: str, repeat: int) -> dict:
+    """XLA's C++ parser on `path` in a process of `python` (one process, best of `repeat`)."""
+    out = subprocess.run([python, "-c", _XLA_PARSER, path, str(repeat)], capture_output=True, text=True)
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["?"])[-1]
+        return {"error": f"XLA's parser failed: {last[:300]}"}
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    mb = os.path.getsize(path) / 1e6
+    return {"xla_mb_per_s": round(mb / min(figures["wall_s"]), 2), "xla_mb_per_cpu_s": round(mb / min(figures["cpu_s"]), 2),
+            "xla_cpu_s": round(min(figures["cpu_s"]), 3), "jaxlib": figures["jaxlib"]}
+
+
 def largest_sample_dump() -> Path | None:
     from hlofuse.dumpdir import scan
 
@@ -413,7 +460,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", metavar="PATH", help="also write the generated module here")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--xla-python", metavar="PYTHON",
+                    help="a Python with jaxlib, to time XLA's parser beside hlofuse's (default: this one if it "
+                         "has jaxlib)")
     a = ap.parse_args(argv)
+    os.environ["HLOFUSE_NO_CACHE"] = "1"  # the parser is timed, not hlofuse.result_cache
+    xla = xla_python(a.xla_python)
 
     t = time.perf_counter()
     text = generate(int(a.mb * 1e6), a.seed)
@@ -424,6 +476,8 @@ def main(argv=None) -> int:
             fh.write(text)
         memory = measure_memory(path)
         report = {"generated": {**measure_speed(text, a.repeat), **memory, "generate_s": round(gen_s, 2)}}
+        if xla:
+            report["generated"].update(measure_xla(xla, path, a.repeat))
     import hlofuse
 
     report["generated"]["prints_back_exactly"] = hlofuse.dumps(hlofuse.loads(text)) == text
@@ -433,6 +487,8 @@ def main(argv=None) -> int:
         memory = measure_memory(str(sample))
         report["largest_sample_dump"] = {"path": str(sample.relative_to(HERE.parent)),
                                          **measure_speed(stext, a.repeat), **memory}
+        if xla:
+            report["largest_sample_dump"].update(measure_xla(xla, str(sample), a.repeat))
     report["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}
     try:
         import lark
@@ -463,8 +519,16 @@ def main(argv=None) -> int:
               f"(the process held {r['rss_before_parse_mb']} MB before parsing; growth "
               f"{r['growth_over_file']}x)" + (f"; the forked reader peaked at {r['child_peak_rss_mb']} MB"
                                               if r.get("child_peak_rss_mb") else ""))
+        if "xla_mb_per_cpu_s" in r:
+            print(f"  XLA's parser (jaxlib {r['jaxlib']}, one process): {r['xla_mb_per_s']} MB/s, CPU "
+                  f"{r['xla_cpu_s']} s -> {r['xla_mb_per_cpu_s']} MB per CPU second; hlofuse in one process "
+                  f"reaches {r['one_process_mb_per_cpu_s'] / r['xla_mb_per_cpu_s']:.2f}x of it")
+        elif "error" in r:
+            print(f"  {r['error']}")
         if "prints_back_exactly" in r:
             print(f"  prints back exactly: {r['prints_back_exactly']}")
+    if not xla:
+        print("XLA's parser not timed: no jaxlib here (--xla-python PYTHON names a Python that has it)")
     print(f"machine: {report['machine']}")
     return 0
 

@@ -193,7 +193,8 @@ def make_plans(source: Source, names: Sequence[str], gpu: str | None = None,
 
 
 def _replay(source: Source, relax: tuple[str, ...], gpu: str | None):
-    from .pipeline import Options, replay
+    from .pipeline import Options
+    from .result_cache import cached_replay as replay
 
     if source.backend == "tpu":
         raise NotApplicable("XLA:TPU's fusion passes are not replayed")

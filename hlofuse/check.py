@@ -20,7 +20,7 @@ from . import ir
 from .decision import Decision, FusionResult, Verdict
 from .kernels import CONTROL
 from .opcodes import NON_KERNEL
-from .pipeline import Options, replay
+from .pipeline import Options
 
 #: Attributes that do not change what an instruction computes (ignored when matching).
 _IGNORED_ATTRS = frozenset({
@@ -465,6 +465,8 @@ def _involved(all_decisions: Iterable[Decision], members: frozenset, want_fused:
 def check(before: ir.Module, after: ir.Module, options: Options,
           progress: Callable[[str], None] | None = None) -> CheckResult:
     """Replay `options`'s pipeline on `before` and compare with XLA's `after`."""
-    result = replay(before, options, progress)
+    from .result_cache import cached_replay
+
+    result = cached_replay(before, options, progress)
     checked = compare(result, after)
     return CheckResult(**{**checked.__dict__, "before_path": before.path, "after_path": after.path})

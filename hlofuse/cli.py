@@ -4,6 +4,7 @@ JSON on stdout, errors included."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -13,7 +14,7 @@ from typing import Callable
 import click
 
 from . import __version__
-from .errors import EXIT_INPUT, HlofuseError, HloSyntaxError, UserCodeError
+from .errors import HlofuseError, HloSyntaxError, UserCodeError
 from .outputs import check_outputs, write_atomically  # noqa: F401  (the commands write through these)
 from .terminal import markup, printable
 
@@ -90,6 +91,22 @@ def guarded(as_json_param: str | None = "as_json") -> Callable:
     return wrap
 
 
+def cache_option(fn):
+    """--no-cache: the command computes every parse and replay afresh and keeps none
+    (hlofuse.result_cache; HLOFUSE_NO_CACHE=1 does the same for every command)."""
+
+    def inner(*args, no_cache=False, **kwargs):
+        from .result_cache import bypassed
+
+        with bypassed(no_cache):
+            return fn(*args, **kwargs)
+
+    functools.update_wrapper(inner, fn)
+    return click.option("--no-cache", "no_cache", is_flag=True,
+                        help="Parse and replay afresh, without reading or writing hlofuse's cache of results "
+                             "(~/.cache/hlofuse).")(inner)
+
+
 def input_options(fn):
     """INPUT plus --module/--stage, shared by every command that reads HLO."""
     fn = click.option("--stage", metavar="STAGE",
@@ -133,11 +150,33 @@ def print_evidence(resolved, detection: bool = True) -> None:
         err.print(f"[dim]{markup(resolved.detected)}[/]", soft_wrap=True)
 
 
+#: The subcommands defined outside this file, in the order `hlofuse --help` lists them after
+#: parse and print, each with the module of hlofuse.commands that registers it (`@main.command`).
+#: A module is imported only when one of its commands is run or listed, so that a command
+#: pays for its own imports alone.
+COMMANDS = {
+    "fuse": "fuse",
+    "rules": "fuse",
+    "check": "fuse",
+    "explain": "explain",
+    "diff": "diff",
+    "render": "render",
+    "bench": "bench",
+    "compile": "compile",
+}
+
+
 class _Group(click.Group):
     def list_commands(self, ctx):
-        order = ["parse", "print", "fuse", "rules", "check", "explain", "diff", "render", "bench", "compile"]
-        names = super().list_commands(ctx)
-        return [n for n in order if n in names] + [n for n in names if n not in order]
+        own = [n for n in ("parse", "print") if n in self.commands]
+        return own + list(COMMANDS) + sorted(n for n in self.commands if n not in own and n not in COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in self.commands and name in COMMANDS:
+            import importlib
+
+            importlib.import_module(f"{__package__}.commands.{COMMANDS[name]}")
+        return super().get_command(ctx, name)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -190,6 +229,7 @@ def module_summary(module, resolved=None) -> dict:
 @main.command("parse")
 @input_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@cache_option
 @guarded()
 def parse_cmd(input, module_name, stage, as_json):
     """Parse HLO and summarise it: computations, instructions by opcode, fusions, kernels.
@@ -232,6 +272,7 @@ def parse_cmd(input, module_name, stage, as_json):
 @input_options
 @click.option("--short", is_flag=True, help="Short form: no % before names, no signatures.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to a file (atomically) instead of stdout.")
+@cache_option
 @guarded(None)
 def print_cmd(input, module_name, stage, short, output):
     """Parse HLO and print it back in XLA's canonical spelling (XLA and hlofuse parse it back).
@@ -251,18 +292,6 @@ def print_cmd(input, module_name, stage, short, output):
     else:
         click.echo(text, nl=False)
 
-
-def _load_commands() -> None:
-    import importlib
-    import pkgutil
-
-    from . import commands
-
-    for info in pkgutil.iter_modules(commands.__path__):
-        importlib.import_module(f"{commands.__name__}.{info.name}")
-
-
-_load_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -6,12 +6,23 @@ Keep this file small and generic; fixtures used by one test module belong in tha
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The suite keeps a cache of its own (hlofuse/result_cache.py, the grammar, the rule
+# catalogue), made afresh for each run and removed after it: it neither reads nor fills the
+# user's ~/.cache/hlofuse.  Subprocesses inherit it.
+_CACHE_ROOT = tempfile.mkdtemp(prefix="hlofuse-tests-")
+os.environ["HLOFUSE_CACHE"] = os.path.join(_CACHE_ROOT, "hlofuse")
+os.environ.pop("HLOFUSE_NO_CACHE", None)
+atexit.register(shutil.rmtree, _CACHE_ROOT, True)
 
 
 def shared_dir() -> Path:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -170,7 +171,7 @@ def test_bench_refuses_in_one_line(tmp_path):
     path.write_text(HUGE)
     loop = tmp_path / "loop.hlo"
     loop.write_text(_loop(config=_known("1000000000000000000")))
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HLOFUSE_CACHE": os.environ["HLOFUSE_CACHE"]}
     for args, words in [([str(path)], "needs about 7.3 TiB"),
                         ([str(loop), "--max-iterations", "500"], "runs its body 1,000,000,000,000,000,000 times"),
                         ([str(path), "--memory-limit", "100T"], None)]:
@@ -209,7 +210,8 @@ def test_launch_counts_past_what_a_float_holds(tmp_path):
     for extra in ([], ["--json"]):
         run = subprocess.run([sys.executable, "-m", "hlofuse", "explain", str(path), "--backend", "cpu", *extra],
                              capture_output=True, text=True, cwd=REPO, timeout=300,
-                             env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+                             env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "COLUMNS": "200",
+                                  "HLOFUSE_CACHE": os.environ["HLOFUSE_CACHE"]})
         assert run.returncode == 0, run.stderr
         if extra:
             # strict JSON: a time past what a float holds is null, never Infinity or NaN

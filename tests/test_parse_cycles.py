@@ -185,13 +185,15 @@ def test_stages_refuse_a_cyclic_module_built_in_memory():
 
 @pytest.mark.parametrize("command", ["parse", "fuse", "explain"])
 def test_commands_reject_a_cycle(tmp_path, command):
+    import os
     import subprocess
 
     path = tmp_path / "cyc.hlo"
     path.write_text(_module("ENTRY main {\n  p = f32[4] parameter(0)\n  exp = f32[4] exponential(exp)\n"
                             "  ROOT add = f32[4] add(p, exp)\n}"))
     run = subprocess.run([sys.executable, "-m", "hlofuse", command, str(path)], capture_output=True, text=True,
-                         cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
+                         cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
+                                        "HLOFUSE_CACHE": os.environ["HLOFUSE_CACHE"]}, timeout=120)
     assert run.returncode == 3, run.stderr
     errors = [line for line in run.stderr.splitlines() if ": error: " in line]
     assert len(errors) == 1

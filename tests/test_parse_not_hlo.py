@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import subprocess
 import sys
 import zipfile
@@ -23,7 +24,8 @@ HLO = "HloModule m\n\nENTRY main {\n  ROOT p = f32[4] parameter(0)\n}\n"
 
 def _cli(args: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "hlofuse", *args], input=stdin, capture_output=True, cwd=REPO,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
+                               "HLOFUSE_CACHE": os.environ["HLOFUSE_CACHE"]}, timeout=120)
 
 
 def _one_error_line(run: subprocess.CompletedProcess) -> str:

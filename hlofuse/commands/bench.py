@@ -7,7 +7,7 @@ import json
 
 import click
 
-from ..cli import check_outputs, guarded, main, stderr_console, stdout_console, write_atomically
+from ..cli import cache_option, check_outputs, guarded, main, stderr_console, stdout_console, write_atomically
 from ..errors import EXIT_EXECUTE
 from ..terminal import markup
 
@@ -67,6 +67,7 @@ class _Bar:
 @click.option("--xla-threads", type=click.Choice(["single", "xla-default"]), default="single", show_default=True,
               help="With --compare-xla: XLA on one thread, as hlofuse's kernels run (fair on the thread clock), or "
                    "with its default thread pools (compare with HLOFUSE_CPU_CLOCK=wall).")
+@cache_option
 @guarded()
 def bench_cmd(input, module_name, device, plans, gpu, repeat, seed, inputs_file, as_json, csv_file,
               memory_limit, max_iterations, compare_xla, xla_threads):

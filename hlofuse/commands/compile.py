@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import guarded, main, stderr_console, stdout_console
+from ..cli import cache_option, guarded, main, stderr_console, stdout_console
 from ..errors import OptionError
 from ..terminal import markup
 
@@ -32,6 +32,7 @@ from ..terminal import markup
 @click.option("--json", "as_json", is_flag=True,
               help="Print JSON: explain's (with the compile's record under \"compiled\"), or the record alone.")
 @click.option("--limit", type=int, default=None, metavar="N", help="With --explain: show at most N boundaries.")
+@cache_option
 @guarded()
 def compile_cmd(target, arg_texts, args_from, static_argnums, backend, gpu, xla_flags, out, do_explain, as_json,
                 limit):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import check_outputs, guarded, main, stderr_console, stdout_console, write_atomically
+from ..cli import cache_option, check_outputs, guarded, main, stderr_console, stdout_console, write_atomically
 from ..terminal import markup
 
 
@@ -36,6 +36,7 @@ from ..terminal import markup
               help="Also write one CSV row per boundary that exists on one side only.")
 @click.option("--all", "show_all", is_flag=True,
               help="List every kernel (the same ones too) and every one-sided boundary.")
+@cache_option
 @guarded()
 def diff_cmd(a, b, module_name, stage, backend, pipeline, gpu, xla_flags, vs_pipeline, vs_gpu, vs_xla_flags, relax,
              as_json, html_path, csv_path, show_all):

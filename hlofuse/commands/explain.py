@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import check_outputs, guarded, input_options, main, stderr_console, stdout_console, write_atomically
+from ..cli import cache_option, check_outputs, guarded, input_options, main, stderr_console, stdout_console, write_atomically
 from ..errors import OptionError
 from ..terminal import markup
 
@@ -84,6 +84,7 @@ def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(
                    "tag, bytes>N (bytes per run; K, M, G suffixes), us>N (modelled µs per run), or several "
                    "joined with & (all must hold).  Repeat for several conditions (any may match).")
 @triage_options
+@cache_option
 @guarded()
 def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, relax, as_json, csv_path, html_path,
                 top, show_all, limit, all_modules, fail_on, predict, cpu_bandwidth, cpu_gflops, cpu_launch_us):

@@ -7,7 +7,7 @@ import json
 
 import click
 
-from ..cli import check_outputs, guarded, main, stdout_console, write_atomically
+from ..cli import cache_option, check_outputs, guarded, main, stdout_console, write_atomically
 from ..errors import OptionError
 from ..terminal import markup
 
@@ -43,11 +43,16 @@ def _pipeline_options(fn):
 @click.option("--stage", metavar="STAGE", help="Stage to start from (default: right before fusion).")
 @_pipeline_options
 @click.option("--json", "as_json", is_flag=True, help="Print kernels and decisions as JSON.")
+@click.option("--all", "show_all", is_flag=True,
+              help="List every kernel and every decision that kept ops apart or was relaxed (default: a summary "
+                   "and the decisions that formed kernel boundaries; --json holds everything).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the fused module as HLO text.")
+@cache_option
 @guarded()
 def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, library_fusion, xla_flags, as_json,
-             output):
-    """Replay XLA's fusion passes and show the kernels and every decision that formed them.
+             show_all, output):
+    """Replay XLA's fusion passes: a summary of the kernels and the decisions that formed their
+    boundaries (--all: every kernel and every decision that kept ops apart).
 
     \b
     Examples:
@@ -61,7 +66,7 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
     from ..cli import print_evidence, resolve_input
     from ..collector import collector_paused
     from ..inputs import REPLAY, check_options
-    from ..pipeline import replay
+    from ..result_cache import cached_replay as replay
     from ..printer import print_module
     from ..render.json import dumps_listing
 
@@ -94,14 +99,11 @@ def fuse_cmd(input, module_name, stage, backend, pipeline, passes, gpu, relax, l
             text = dumps_listing(payload)
         click.echo(text)
         return
-    _print_result(result, baseline, resolved, kernel_counts)
+    _print_result(result, baseline, resolved, kernel_counts, show_all)
 
 
-def _print_result(result, baseline, resolved, kernel_counts) -> None:
-    from rich.table import Table
-
+def _print_result(result, baseline, resolved, kernel_counts, show_all: bool) -> None:
     from .. import counts
-    from ..decision import Verdict
 
     out = stdout_console()
     out.print(f"[bold]{markup(result.input.name)}[/]: {len(result.kernels)} kernels in hlofuse's "
@@ -112,6 +114,84 @@ def _print_result(result, baseline, resolved, kernel_counts) -> None:
         out.print(f"[dim]{markup(line)}[/]")
     if baseline is not None:
         out.print(f"relaxed {markup(', '.join(result.relaxed))}: {len(baseline.kernels)} → {len(result.kernels)} kernels")
+    if show_all:
+        _print_everything(out, result)
+    else:
+        _print_summary(out, result)
+    for note in result.notes:
+        out.print(f"[dim]note: {markup(note)}[/]")
+
+
+def boundary_decisions(result) -> list:
+    """The decisions that formed the replay's kernel boundaries: for each pair of kernels that a
+    refusal kept apart (the instructions behind its producer all in kernels other than those
+    behind its consumer), the first such refusal, in the order the passes made them.  Refusals
+    whose pair was fused later, and those about instructions that launch nothing (parameters,
+    tuples, constants), formed no boundary."""
+    from ..decision import Verdict
+
+    kernel_of = {}
+    for k in result.kernels:
+        for name in k.instructions:
+            kernel_of[(k.computation, name)] = k.name
+    seen, out = set(), []
+    for d in result.decisions:
+        if d.verdict == Verdict.FUSED:
+            continue
+        sides = []
+        for members in (d.producer_members or (d.producer,), d.consumer_members or (d.consumer,)):
+            sides.append(frozenset(kernel_of[(d.computation, m)] for m in members if (d.computation, m) in kernel_of))
+        producer, consumer = sides
+        if not producer or not consumer or producer & consumer:
+            continue
+        key = (d.computation, producer, consumer)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
+def _print_summary(out, result) -> None:
+    """Counts, then one line per decision that formed a boundary (plain lines: a table of
+    thousands of wrapped rows would cost more than the replay)."""
+    from collections import Counter
+
+    from ..terminal import printable
+
+    kinds = Counter(k.kind for k in result.kernels)
+    verdicts = Counter(d.verdict.value for d in result.decisions)
+    formed = boundary_decisions(result)
+    out.print(f"{len(result.kernels)} kernels: " + ", ".join(f"{n} {markup(kind)}" for kind, n in kinds.most_common()))
+    out.print(f"{len(result.decisions)} decisions: " + ", ".join(f"{n} {v}" for v, n in verdicts.most_common()))
+    if not formed:
+        out.print("no decision kept two kernels apart (--all lists every decision that kept ops apart)")
+        return
+    rules = Counter(_rule_label(d) for d in formed)
+    out.print(f"{len(formed)} kernel {'boundary' if len(formed) == 1 else 'boundaries'} formed by: "
+              + ", ".join(f"{markup(rule)} {n}" for rule, n in rules.most_common()))
+    out.print("[bold]the decisions that formed them[/] (the first per pair of kernels; --all for every decision "
+              "that kept ops apart, --json for everything):")
+    lines = []
+    for d in formed:
+        where = f"{d.computation}: " if d.computation else ""
+        xla = f"  (XLA: {d.xla_reason})" if d.xla_reason else ""
+        lines.append(f"  {d.pass_name}  {where}{d.producer} → {d.consumer}  {_rule_label(d)}: {d.reason}{xla}")
+    click.echo(printable("\n".join(lines), keep_newlines=True))
+
+
+def _rule_label(d) -> str:
+    from ..decision import Verdict
+
+    if d.verdict == Verdict.RELAXED:
+        return f"{', '.join(d.relaxed)} (relaxed)"
+    return d.rule or d.verdict.value
+
+
+def _print_everything(out, result) -> None:
+    from rich.table import Table
+
+    from ..decision import Verdict
+
     kernels = Table(title="kernels", title_justify="left")
     for col in ("computation", "kernel", "kind", "instructions"):
         kernels.add_column(col)
@@ -131,8 +211,6 @@ def _print_result(result, baseline, resolved, kernel_counts) -> None:
             rule = f"{', '.join(d.relaxed)} (relaxed)"
         table.add_row(markup(d.pass_name), markup(f"{d.producer} → {d.consumer}"), markup(rule), why)
     out.print(table)
-    for note in result.notes:
-        out.print(f"[dim]note: {markup(note)}[/]")
 
 
 def _short(name: str) -> str:
@@ -150,6 +228,7 @@ def _short(name: str) -> str:
 @click.argument("refs", nargs=-1, metavar="[ID|NAME|TAG|GLOB]...")
 @click.option("--json", "as_json", is_flag=True, help="Print the rules as JSON.")
 @click.option("--pipeline", type=click.Choice(["legacy", "priority", "cpu"]), help="Only this pipeline's rules.")
+@cache_option
 @guarded()
 def rules_cmd(refs, as_json, pipeline):
     """List the fusion rules, or document some of them (like `ruff rule`).
@@ -160,26 +239,19 @@ def rules_cmd(refs, as_json, pipeline):
       hlofuse rules concat               # every rule tagged concat, documented
       hlofuse rules 'MOF-*' --json
     """
-    from ..rules import find, load_all
+    from ..rule_catalogue import catalogue, find
 
-    rules = find(refs) if refs else sorted(load_all().values(), key=lambda r: r.id)
+    known = catalogue()
+    rules = find(refs, known) if refs else sorted(known.values(), key=lambda r: r.id)
     if pipeline:
         rules = [r for r in rules if pipeline in r.pipelines]
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in rules], indent=2))
         return
-    out = stdout_console()
     if not refs:
-        from rich.table import Table
-
-        table = Table(title=f"{len(rules)} rules", title_justify="left")
-        for col in ("id", "name", "pipelines", "tags", "relaxable", "summary"):
-            table.add_column(col)
-        for r in rules:
-            table.add_row(r.id, r.name, ",".join(r.pipelines), ",".join(sorted(r.tags)),
-                          "yes" if r.relaxable else "no", r.summary)
-        out.print(table)
+        click.echo(_rules_table(rules))
         return
+    out = stdout_console()
     for r in rules:
         out.rule(f"[bold]{r.id}[/] {r.name}")
         out.print(f"pipelines: {', '.join(r.pipelines)}   passes: {', '.join(r.passes)}   "
@@ -189,6 +261,18 @@ def rules_cmd(refs, as_json, pipeline):
         if r.xla.message:
             out.print(f'XLA says: "{r.xla.message}"', markup=False)
         out.print(f"implemented at {r.source[0]}:{r.source[1]}", markup=False)
+
+
+def _rules_table(rules) -> str:
+    """The rules in aligned columns, one line each, the summary last and never cut (plain text:
+    a rich table of a hundred wrapped rows costs more than the rest of the command)."""
+    rows = [("id", "name", "pipelines", "tags", "relaxable", "summary")]
+    rows += [(r.id, r.name, ",".join(r.pipelines), ",".join(sorted(r.tags)), "yes" if r.relaxable else "no",
+              r.summary) for r in rules]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    lines = [f"{len(rules)} rules"]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5] for row in rows]
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------
@@ -202,6 +286,7 @@ def rules_cmd(refs, as_json, pipeline):
 @_pipeline_options
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--all", "show_all", is_flag=True, help="List the kernels reproduced exactly too.")
+@cache_option
 @guarded()
 def check_cmd(inputs, module_name, backend, pipeline, passes, gpu, relax, library_fusion, xla_flags, as_json,
               show_all):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import check_outputs, guarded, main, stderr_console, write_atomically
+from ..cli import cache_option, check_outputs, guarded, main, stderr_console, write_atomically
 from ..terminal import markup
 from .explain import backend_options, build_explanation
 
@@ -32,10 +32,11 @@ from .explain import backend_options, build_explanation
 @click.option("--full", is_flag=True, help="Draw every kernel, however many (Graphviz may take minutes).")
 @click.option("--dot", "as_dot", is_flag=True, help="Write Graphviz's DOT source instead of SVG.")
 @backend_options
+@cache_option
 @guarded(None)
 def render_cmd(input, output, module_name, stage, computation, focus, radius, collapse, top, full, as_dot,
                backend, pipeline, gpu, xla_flags):
-    """Draw a module like the paper's Fig. 3: each kernel a dashed cluster of its operations,
+    """Draw a module like the paper's Figure 3: each kernel a dashed cluster of its operations,
     each boundary an edge labelled with its rule and coloured by kind of reason (loop: purple,
     tuple: blue, library call: green, copy: orange, concatenate/duplication: dark blue,
     unknown: red); hover an edge for the full reason and the source line.

@@ -63,9 +63,10 @@ def explain(module: ir.Module, *, backend: str | None = None, pipeline: str | No
         if detected.backend == "tpu":
             raise BackendUnavailable(f"{module.name} is an XLA:TPU module before fusion: XLA:TPU's fusion passes "
                                      "are not replayed; explain its fused module (after_optimizations)")
-        from ..pipeline import Options, replay
+        from ..pipeline import Options
+        from ..result_cache import cached_replay
 
-        result = replay(module, Options(backend=detected.backend, pipeline=detected.pipeline,
+        result = cached_replay(module, Options(backend=detected.backend, pipeline=detected.pipeline,
                                         gpu=detected.gpu, relax=tuple(relax), xla_flags=tuple(xla_flags)))
         ex = explain_result(result, dump=dump, detected=detected.why)
         if dump is not None and dump.chosen.stage == "before_optimizations":

@@ -197,7 +197,8 @@ def _replay_fused(module: ir.Module, detected: Detected, dump: DumpContext | Non
     """Replay the pipeline from the module before fusion: the dump's snapshot, else the fused
     module with its fusions inlined."""
     from ..errors import HlofuseError
-    from ..pipeline import Options, get_pipeline, replay
+    from ..pipeline import Options, get_pipeline
+    from ..result_cache import cached_replay
 
     try:
         get_pipeline(detected.backend, detected.pipeline)
@@ -207,7 +208,7 @@ def _replay_fused(module: ir.Module, detected: Detected, dump: DumpContext | Non
     if before is None:
         return None
     try:
-        result = replay(before, Options(backend=detected.backend, pipeline=detected.pipeline, gpu=detected.gpu,
+        result = cached_replay(before, Options(backend=detected.backend, pipeline=detected.pipeline, gpu=detected.gpu,
                                         xla_flags=tuple(xla_flags)))
     except HlofuseError as err:
         notes.append(f"could not replay the fusion passes ({err}); boundaries are explained on the fused "

@@ -50,13 +50,19 @@ def parse_text(text: str, path: str | None = None, *, strict: bool = False) -> i
         # A lone CR ends a line too (old Mac files; XLA's lexer takes it so).  Replaced one for
         # one, so offsets stay those of the text, and lines and columns come out right.
         text = _LONE_CR_RE.sub("\n", text)
-    try:
+    from ..result_cache import cached_parse
+
+    def parse() -> ir.Module:
         with collector_paused():
             module = parse_in_two(text, path, strict) if jobs(text) > 1 else None
             if module is None:
                 raw = run_parser(text, "start")
                 module = assemble(raw, text, path)
                 module = check_module(module, text, strict=strict)
+        return module
+
+    try:
+        module = cached_parse(text, path, strict, parse)
     except HloSyntaxError as err:
         raise err.located(path) from None
     except RecursionError:

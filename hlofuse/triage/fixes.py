@@ -105,14 +105,15 @@ def _run_all(variants: list[Variant], jobs: int) -> list[_Outcome]:
 def _run_one(variant: Variant) -> _Outcome:
     """Replay with the variant's change and price the result (in a worker, or here)."""
     from ..errors import HlofuseError
-    from ..pipeline import Options, replay
+    from ..pipeline import Options
+    from ..result_cache import cached_replay
 
     result = _JOB["result"]
     start = time.perf_counter()
     options = Options(backend=result.backend, pipeline=result.pipeline, gpu=result.gpu,
                       relax=variant.relax, xla_flags=_JOB["flags"] + variant.xla_flags)
     try:
-        changed = replay(result.input, options)
+        changed = cached_replay(result.input, options)
         cost = price_module(changed.module, _JOB["target"])
     except HlofuseError as err:
         return _Outcome(0, 0, 0.0, time.perf_counter() - start, str(err))

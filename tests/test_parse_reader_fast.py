@@ -1,0 +1,78 @@
+"""The reader's fast path builds instructions by writing their slots (reader._instruction_maker)
+and counts lines once per instruction: the same instructions and the same line:column as the
+dataclass constructors and a count from the start of the text."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hlofuse import ir
+from hlofuse.parse import parse_text, reader
+
+from conftest import REPO, read_text
+
+SAMPLE = next((REPO / "sample_dumps" / "cpu" / "cartpole_d_unroll10").glob("*after_optimizations.txt"))
+
+
+def _rebuilt(instr: ir.Instruction) -> ir.Instruction:
+    values = {f.name: getattr(instr, f.name) for f in dataclasses.fields(ir.Instruction)}
+    values["span"] = ir.Span(instr.span.line, instr.span.column)
+    return ir.Instruction(**values)
+
+
+def test_instructions_of_the_fast_path_equal_those_of_the_constructor():
+    module = parse_text(read_text(SAMPLE), str(SAMPLE))
+    count = 0
+    for comp in module.computations:
+        for instr in comp.instructions:
+            copy = _rebuilt(instr)
+            assert instr == copy and hash(instr) == hash(copy) and repr(instr) == repr(copy)
+            assert instr.span == copy.span and type(instr.span) is ir.Span
+            count += 1
+    assert count > 100
+
+
+def test_the_constructors_are_used_when_the_fields_change(monkeypatch):
+    monkeypatch.setattr(reader, "_INSTRUCTION_FIELDS", ("name", "opcode"))
+    make = reader._instruction_maker()
+    made = make("a", "add", ir.Shape("f32"), ("x", "y"), (("k", "v"),), None, 3, 4)
+    assert made == ir.Instruction("a", "add", ir.Shape("f32"), ("x", "y"), (("k", "v"),), None, (), ir.Span(3, 4))
+    monkeypatch.undo()
+    fast = reader._instruction_maker()("a", "add", ir.Shape("f32"), ("x", "y"), (("k", "v"),), None, 3, 4)
+    assert fast == made and fast.span == ir.Span(3, 4)
+
+
+TEXT = """HloModule m
+
+add {
+  x = f32[] parameter(0)
+
+
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x,
+      y), metadata={op_name="a"
+ source_file="f.py"}
+}
+
+ENTRY e {
+  a = f32[4]{0} parameter(0)
+      b = f32[4]{0} negate(a)
+  c = f32[] constant(0)
+  ROOT r = f32[] reduce(b, c), dimensions={0}, to_apply=add
+}
+"""
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_lines_and_columns_are_where_the_names_are(newline):
+    text = TEXT.replace("\n", newline)
+    module = parse_text(text, "m.hlo")
+    lines = text.split(newline)
+    for comp in module.computations:
+        for instr in comp.instructions:
+            line = lines[instr.span.line - 1]
+            column = instr.span.column - 1
+            shown = line[column:]
+            assert shown.startswith(("ROOT " + instr.name, instr.name + " ")), (instr.name, instr.span)
