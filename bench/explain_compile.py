@@ -49,13 +49,16 @@ KEEP = re.compile(r"\.(before_optimizations|[\w.]*after_optimizations|priority_f
                   r"\d{4}\.[\w-]+\.after_[\w-]+\.before_[\w-]+)\.txt$")
 
 
-def compile_child(program: str, gpu: str, dump_dir: str) -> None:
-    """In the child process: trace, lower and compile one program for `gpu`."""
+def compile_child(program: str, gpu: str, dump_dir: str, programs: str = "explain_programs") -> None:
+    """In the child process: trace, lower and compile one program of the module `programs`
+    (a file of bench/) for `gpu`."""
+    import importlib
+
     import jax
     from jax.experimental import topologies
 
     sys.path.insert(0, str(HERE))
-    import explain_programs as P
+    P = importlib.import_module(programs)
 
     prog = P.BY_NAME[program]
     jax.config.update("jax_hlo_source_file_canonicalization_regex", "^" + re.escape(str(REPO) + "/"))
@@ -79,8 +82,8 @@ def compile_child(program: str, gpu: str, dump_dir: str) -> None:
     print(json.dumps({"jax": jax.__version__}))
 
 
-def program_names() -> list[str]:
-    code = (f"import sys, json; sys.path.insert(0, {str(HERE)!r}); import explain_programs as P; "
+def program_names(programs: str = "explain_programs") -> list[str]:
+    code = (f"import sys, json; sys.path.insert(0, {str(HERE)!r}); import {programs} as P; "
             "print(json.dumps([p.name for p in P.PROGRAMS]))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
     if res.returncode != 0:
@@ -96,10 +99,11 @@ def _env() -> dict:
     return env
 
 
-def compile_one(program: str, gpu: str, dest: Path) -> str | None:
+def compile_one(program: str, gpu: str, dest: Path, programs: str = "explain_programs") -> str | None:
     """Compile into `dest` (replaced); None on success, else the error's last line."""
     with tempfile.TemporaryDirectory(prefix="xla-dump-") as tmp:
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", program, "--gpu", gpu, "--out", tmp]
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", program, "--gpu", gpu, "--out", tmp,
+               "--programs", programs]
         res = subprocess.run(cmd, capture_output=True, text=True, env=_env())
         if res.returncode != 0:
             lines = res.stderr.strip().splitlines()
@@ -117,7 +121,10 @@ def compile_one(program: str, gpu: str, dest: Path) -> str | None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(DEFAULT_OUT), help="dump root (default: bench/out/explain)")
+    ap.add_argument("--out", default=None, help="dump root (default: bench/out/explain, or bench/out/triage "
+                                                "for --programs triage_programs)")
+    ap.add_argument("--programs", default="explain_programs",
+                    help="the module of bench/ holding PROGRAMS (explain_programs, triage_programs)")
     ap.add_argument("--gpu", action="append",
                     help=f"GPU spec name, or cpu for XLA:CPU (default: {', '.join(DEFAULT_GPUS)})")
     ap.add_argument("--only", action="append", help="only these programs")
@@ -125,9 +132,11 @@ def main(argv=None) -> int:
     ap.add_argument("--child", metavar="PROGRAM", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        compile_child(args.child, args.gpu[0], args.out)
+        compile_child(args.child, args.gpu[0], args.out, args.programs)
         return 0
-    names = program_names()
+    if args.out is None:
+        args.out = str(DEFAULT_OUT if args.programs == "explain_programs" else HERE / "out" / "triage")
+    names = program_names(args.programs)
     if args.only:
         unknown = sorted(set(args.only) - set(names))
         if unknown:
@@ -140,7 +149,7 @@ def main(argv=None) -> int:
             if not args.force and dest.is_dir() and any("after_optimizations" in n for n in os.listdir(dest)):
                 continue
             start = time.time()
-            error = compile_one(name, gpu, dest)
+            error = compile_one(name, gpu, dest, args.programs)
             status = "ok" if error is None else f"FAILED: {error}"
             print(f"[{gpu}] {name}: {status} ({time.time() - start:.1f}s)", flush=True)
             if error is not None:

@@ -11,6 +11,7 @@ An input is a path (an HLO file, a `--xla_dump_to` folder, "-" for stdin), a fol
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -25,7 +26,10 @@ from .inputs import CHECK, EXPLAIN, ResolvedInput, Stage, check_options
 @dataclass(frozen=True)
 class ExplainReport:
     """`hlofuse explain`'s result: the explanation (with a note where two kernel counts of
-    the program differ), the input as resolved, and the kernel counts."""
+    the program differ, and its triage: costs, groups, predictions), the input as resolved,
+    and the kernel counts.  `.kernels`, `.boundaries` and `.groups` are pandas DataFrames
+    (columns: hlofuse/render/frames.py); in a notebook the report shows the summary and the
+    top groups, as the command does."""
 
     explanation: object  # hlofuse.explain.Explanation
     input: ResolvedInput
@@ -34,11 +38,21 @@ class ExplainReport:
 
     @property
     def kernels(self):
-        return self.explanation.kernels
+        from .render.frames import kernels_frame
+
+        return kernels_frame(self.explanation)
 
     @property
     def boundaries(self):
-        return self.explanation.boundaries
+        from .render.frames import boundaries_frame
+
+        return boundaries_frame(self.explanation)
+
+    @property
+    def groups(self):
+        from .render.frames import groups_frame
+
+        return groups_frame(self.explanation)
 
     def summary(self) -> dict:
         return self.explanation.summary()
@@ -56,6 +70,12 @@ class ExplainReport:
         payload["launches_per_run"] = self.explanation.summary()["kernels_launched"]
         payload["evidence"] = list(self.input.evidence)
         return payload
+
+    def _repr_html_(self) -> str:
+        from .render.html import summary_html
+
+        counted = f"in {self.counts[0].words}" if self.counts else None
+        return summary_html(self.explanation, counted=counted)
 
 
 @dataclass(frozen=True)
@@ -98,12 +118,32 @@ class CheckReport:
 
 def explain(source, *, module: str | None = None, stage: str | None = None, backend: str | None = None,
             pipeline: str | None = None, gpu: str | None = None, relax: Sequence[str] = (),
-            xla_flags: str | Sequence[str] | None = None, strict: bool = False) -> ExplainReport:
+            xla_flags: str | Sequence[str] | None = None, strict: bool = False, predict: bool | None = None,
+            cpu_bandwidth: float | None = None, cpu_flop_rate: float | None = None,
+            cpu_launch_us: float | None = None) -> ExplainReport:
     """Explain every kernel boundary of `source` (a path, a compile_jax folder or an
-    ir.Module), as `hlofuse explain` does; the options are the command's."""
+    ir.Module), as `hlofuse explain` does; the options are the command's (`predict`:
+    --predict/--no-predict; `cpu_bandwidth` in bytes/s, `cpu_flop_rate` in flops/s and
+    `cpu_launch_us` override the CPU roofline's constants)."""
     resolved, flags = resolve_for_explain(source, module=module, stage=stage, backend=backend, pipeline=pipeline,
                                           gpu=gpu, relax=relax, xla_flags=xla_flags, strict=strict)
-    return explain_resolved(resolved, relax=relax, xla_flags=flags, source=source)
+    options = triage_options(predict, cpu_bandwidth, cpu_flop_rate, cpu_launch_us)
+    return explain_resolved(resolved, relax=relax, xla_flags=flags, source=source, triage=options)
+
+
+def triage_options(predict: bool | None = None, cpu_bandwidth: float | None = None,
+                   cpu_flop_rate: float | None = None, cpu_launch_us: float | None = None, jobs: int | None = None,
+                   predict_top: int | None = 10):
+    """TriageOptions from the command's options (the CPU roofline's constants checked)."""
+    from .errors import OptionError
+    from .triage import CpuRoofline, TriageOptions
+
+    for name, value in (("cpu bandwidth", cpu_bandwidth), ("cpu FLOP rate", cpu_flop_rate),
+                        ("cpu launch time", cpu_launch_us)):
+        if value is not None and not value > 0:
+            raise OptionError(f"the {name} must be a positive number, not {value}")
+    cpu = CpuRoofline().with_overrides(cpu_bandwidth, cpu_flop_rate, cpu_launch_us)
+    return TriageOptions(predict=predict, cpu=cpu, jobs=jobs, predict_top=predict_top)
 
 
 def resolve_for_explain(source, *, module=None, stage=None, backend=None, pipeline=None, gpu=None, relax=(),
@@ -120,12 +160,20 @@ def resolve_for_explain(source, *, module=None, stage=None, backend=None, pipeli
 
 
 def explain_resolved(resolved: ResolvedInput, *, relax: Sequence[str] = (), xla_flags: tuple[str, ...] = (),
-                     source=None) -> ExplainReport:
-    """Explain a resolved input; the kernel counts and why they differ added."""
+                     source=None, triage=None) -> ExplainReport:
+    """Explain a resolved input, then triage it (`triage`: TriageOptions, default ones when
+    None); the kernel counts and why they differ added."""
+    from .collector import collector_paused
     from .explain import explain as explain_module
+    from .triage import TriageOptions, triage as triage_explanation
 
-    ex = explain_module(resolved.module, dump=resolved.dump_context(), relax=tuple(relax), xla_flags=xla_flags,
-                        detection=resolved.detection)
+    with collector_paused():  # both build graphs of the module; the triage takes its cycles apart
+        start = time.perf_counter()
+        ex = explain_module(resolved.module, dump=resolved.dump_context(), relax=tuple(relax), xla_flags=xla_flags,
+                            detection=resolved.detection)
+        # the explanation's replay took at most this: what each predicted fix's replay costs
+        took = time.perf_counter() - start
+        ex = triage_explanation(ex, triage or TriageOptions(), tuple(xla_flags), replay_seconds=took)
     kernel_counts = explained_counts(resolved, ex)
     ex = replace(ex, notes=ex.notes + tuple(counts.differences(kernel_counts)))
     return ExplainReport(ex, resolved, tuple(kernel_counts), source)

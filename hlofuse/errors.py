@@ -14,6 +14,7 @@ EXIT_INPUT = 6
 EXIT_EXECUTE = 7
 EXIT_USER_CODE = 8
 EXIT_XLA_COMPILE = 9
+EXIT_GATE = 10  # explain --fail-on: a group of boundaries matched (the report is printed)
 
 
 class HlofuseError(Exception):

@@ -176,7 +176,10 @@ def make_context(options: Options) -> Context:
         except ValueError as err:
             raise InputError(f"XLA flags: {err}") from None
         if options.backend != "gpu":
-            ignored = list(dict.fromkeys([*fields, *ignored]))
+            from .passes.cpu import YNN_FLAG, ynn_fusion_types
+
+            ynn_fusion_types(options.xla_flags)  # a value XLA would refuse is an error here too
+            ignored = [name for name in dict.fromkeys([*fields, *ignored]) if name != YNN_FLAG]
         if ignored:
             ctx.notes.append(f"XLA flags not modelled by this replay, ignored: {', '.join(ignored)}")
     return ctx

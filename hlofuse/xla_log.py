@@ -103,6 +103,7 @@ class FusionLog:
     module_before_fusion: str | None = None
     path: str | None = None
     _members: dict[str, frozenset[str]] | None = field(default=None, repr=False)
+    _index: "_StepIndex | None" = field(default=None, repr=False)
 
     # -- views ---------------------------------------------------------------------------
     @property
@@ -139,29 +140,24 @@ class FusionLog:
         mentions the producer."""
         p = frozenset([producer]) if isinstance(producer, str) else frozenset(producer)
         c = frozenset([consumer]) if isinstance(consumer, str) else frozenset(consumer)
-        for step in self.fusions:
-            if self.members(step.producer) & p and self.members(step.consumer) & c \
-                    and not (self.members(step.producer) & c):
+        index = self._steps_index()
+        # only the steps whose producer stands for one of p's instructions can match, in order
+        for step in index.steps_of(index.fusions_by_member, p):
+            if self.members(step.consumer) & c and not (self.members(step.producer) & c):
                 return XlaVerdict("fused", producer=step.producer, consumer=step.consumer)
         # The producer as the log names it: the name standing for the same instructions, else
         # the one sharing most of them (a fusion logged before or after one more fusion step).
         best_name, best_score = None, None
-        for step in self.steps:
-            if not isinstance(step, (ProducerIneligible, UpdatePriority)):
-                continue
+        for step in index.steps_of(index.verdicts_by_member, p):
             m = self.members(step.producer)
-            shared = len(m & p)
-            if not shared or m & c:
+            if m & c:
                 continue
-            score = (m == p, shared / len(m | p))
+            score = (m == p, len(m & p) / len(m | p))
             if best_score is None or score >= best_score:
                 best_name, best_score = step.producer, score
         if best_name is None:
             return None
-        last: Step | None = None
-        for step in self.steps:
-            if isinstance(step, (ProducerIneligible, UpdatePriority)) and step.producer == best_name:
-                last = step
+        last: Step | None = index.last_verdict[best_name]
         if isinstance(last, ProducerIneligible):
             return XlaVerdict("ineligible", last.reason, producer=last.producer)
         if last.us_unfused < last.us_fused:
@@ -169,10 +165,43 @@ class FusionLog:
                               last.us_fused, last.us_unfused, producer=last.producer)
         return XlaVerdict("silent", None, last.us_fused, last.us_unfused, producer=last.producer)
 
+    def _steps_index(self) -> "_StepIndex":
+        if self._index is None:
+            self._index = _StepIndex(self)
+        return self._index
+
     def reason(self, producer: Iterable[str] | str, consumer: Iterable[str] | str) -> str | None:
         """XLA's reason for not fusing `producer` into `consumer`, if its log gives one."""
         v = self.verdict(producer, consumer)
         return v.reason if v is not None and v.status in ("ineligible", "unprofitable") else None
+
+
+class _StepIndex:
+    """The log's steps by the input-module instructions their producer stands for, so that a
+    question about one pair looks at the few steps that can answer it (a log has thousands)."""
+
+    def __init__(self, log: FusionLog):
+        self.steps = log.steps
+        self.fusions_by_member: dict[str, list[int]] = {}
+        self.verdicts_by_member: dict[str, list[int]] = {}
+        self.last_verdict: dict[str, Step] = {}
+        for i, step in enumerate(log.steps):
+            if isinstance(step, FusionStep):
+                table = self.fusions_by_member
+            elif isinstance(step, (ProducerIneligible, UpdatePriority)):
+                table = self.verdicts_by_member
+                self.last_verdict[step.producer] = step
+            else:
+                continue
+            for member in log.members(step.producer):
+                table.setdefault(member, []).append(i)
+
+    def steps_of(self, table: dict[str, list[int]], members: frozenset[str]) -> list[Step]:
+        """The steps (in log order) whose producer stands for one of `members`."""
+        found: set[int] = set()
+        for m in members:
+            found.update(table.get(m, ()))
+        return [self.steps[i] for i in sorted(found)]
 
 
 def _member_table(fusions: list[FusionStep]) -> dict[str, frozenset[str]]:

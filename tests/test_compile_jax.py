@@ -199,11 +199,11 @@ def compiled(programs):
 
 
 def kernels(report):
-    return [(k.computation, k.name, k.kind, tuple(k.instructions)) for k in report.kernels]
+    return [(k.computation, k.name, k.kind, tuple(k.instructions)) for k in report.explanation.kernels]
 
 
 def boundaries(report):
-    return [(b.producer, b.consumer, b.rule) for b in report.boundaries]
+    return [(b.producer, b.consumer, b.rule) for b in report.explanation.boundaries]
 
 
 @pytest.mark.slow

@@ -389,56 +389,6 @@ def test_every_fused_module_of_the_parser_corpus_explains():
 
 
 # ------------------------------------------------------------------------------------------
-# Hints
-# ------------------------------------------------------------------------------------------
-
-
-def _hint(**changes):
-    from hlofuse.explain import LoopSummary
-    from hlofuse.hints import HintInput, hint_for
-
-    loop = LoopSummary(name="w", computation="main", body="body", condition="cond", trip_count=100,
-                       trip_count_from="backend_config", body_kernels=3, condition_kernels=1,
-                       condition_launched=False, kernels_per_iteration=3, kernels_total=300, source=None,
-                       max_kernel_bytes=32768)
-    fields = dict(rule="BND-LOOP-CARRIED", tags=("loop",), crossing=("loop-carried",), producer_opcode="add",
-                  producer_op_name="jit(f)/add", producer_library=None, consumer_library=None,
-                  producer_kernel_opcodes=frozenset({"add"}), consumer_kernel_opcodes=frozenset({"slice"}),
-                  in_loop=loop, consumer_is_buffer=False)
-    fields.update(changes)
-    return hint_for(HintInput(**fields)), loop
-
-
-def test_unroll_hint_only_for_a_few_tiny_kernels_per_iteration():
-    from dataclasses import replace
-
-    text, loop = _hint()
-    assert text and "unroll" in text and "3 small kernel" in text
-    assert _hint(in_loop=replace(loop, kernels_per_iteration=40))[0] is None  # not a few
-    assert _hint(in_loop=replace(loop, max_kernel_bytes=64 << 20))[0] is None  # not tiny
-    assert _hint(in_loop=replace(loop, trip_count=1))[0] is None  # nothing to unroll
-    assert _hint(crossing=("loop-input",))[0] is None  # entering the loop once is not the issue
-    assert _hint(in_loop=None)[0] is None
-
-
-def test_rng_hint_needs_a_loop_and_random_numbers():
-    text, _ = _hint(rule="BND-LIBRARY-CONSUMER", crossing=(), consumer_library="rng")
-    assert "precompute" in text
-    text, _ = _hint(rule="X", crossing=(), producer_op_name="jit(f)/while/body/jit(_uniform)/threefry2x32")
-    assert "precompute" in text and "random-number generation" in text
-    assert _hint(rule="BND-LIBRARY-CONSUMER", crossing=(), consumer_library="rng", in_loop=None)[0] is None
-    assert _hint(rule="BND-LIBRARY-CONSUMER", crossing=(), consumer_library="cublas")[0] is None
-
-
-def test_concat_hint_when_the_concatenate_crosses_or_is_computed_twice():
-    assert "separate arrays" in _hint(rule="X", crossing=(), producer_opcode="concatenate", in_loop=None)[0]
-    both = frozenset({"concatenate", "reduce"})
-    assert "separate arrays" in _hint(rule="X", crossing=(), producer_kernel_opcodes=both,
-                                      consumer_kernel_opcodes=frozenset({"concatenate"}), in_loop=None)[0]
-    assert _hint(rule="X", crossing=(), producer_kernel_opcodes=both, in_loop=None)[0] is None
-
-
-# ------------------------------------------------------------------------------------------
 # XLA's own log
 # ------------------------------------------------------------------------------------------
 

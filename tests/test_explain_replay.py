@@ -306,7 +306,7 @@ def test_json_csv_and_table_show_the_pass_and_what_followed():
     from hlofuse.render.table import print_explanation
 
     out = StringIO()
-    print_explanation(ex, Console(file=out, width=250, force_terminal=False))
+    print_explanation(ex, Console(file=out, width=250, force_terminal=False), full=True)
     assert "then multi_output_fusion" in out.getvalue() and "priority-fusion:" in out.getvalue()
 
 

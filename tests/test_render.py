@@ -27,9 +27,11 @@ needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's d
 
 
 def _explain(folder):
+    from hlofuse.triage import TriageOptions, triage
+
     dump = dump_context(str(folder))
     module = parse_text(dump.chosen.path.read_text(encoding="utf-8"), str(dump.chosen.path))
-    return explain(module, dump=dump)
+    return triage(explain(module, dump=dump), TriageOptions(predict=True))
 
 
 @pytest.fixture(scope="module")
@@ -42,18 +44,25 @@ def demo():
 # ------------------------------------------------------------------------------------------
 
 TOP = {"schema", "module", "backend", "pipeline", "gpu", "input", "stage", "detected", "xla_log", "kernels",
-       "boundaries", "summary", "notes", "replayed_from"}
+       "boundaries", "summary", "notes", "replayed_from", "groups"}
 BOUNDARY = {"producer", "consumer", "producer_kernel", "output", "consumer_kernel", "producer_computation",
             "consumer_computation", "crossing", "rule", "tags", "reason", "relaxable", "bytes", "source",
             "consumer_source", "hint", "xla_reason", "agrees_with_xla", "explained_by", "via", "facts",
-            "decided_in", "rule_xla_reason", "then"}
-KERNEL = {"name", "kind", "label", "computation", "role", "instructions", "root", "library", "bytes_out", "source"}
+            "decided_in", "rule_xla_reason", "then", "hint_kind", "modelled_us", "cost"}
+KERNEL = {"name", "kind", "label", "computation", "role", "instructions", "root", "library", "bytes_out", "source",
+          "modelled_us", "launches", "modelled_us_per_run", "priced_by"}
 SUMMARY = {"kernels", "kernels_launched", "kernels_per_computation", "loops", "boundaries", "boundaries_by_rule",
            "unknown", "bytes_across_boundaries", "bytes_across_boundaries_per_run", "disagreements_with_xla",
-           "agreements_with_xla", "decided_in"}
+           "agreements_with_xla", "decided_in", "modelled"}
 SOURCE = {"file", "line", "op_name", "function"}
 LOOP = {"while", "computation", "body", "condition", "trip_count", "trip_count_from", "body_kernels",
-        "condition_kernels", "condition_launched", "kernels_per_iteration", "kernels_total"}
+        "condition_kernels", "condition_launched", "kernels_per_iteration", "kernels_total",
+        "modelled_us_per_iteration", "modelled_us_per_run"}
+GROUP = {"rule", "source", "count", "bytes", "bytes_per_run", "modelled_us", "share", "relaxable", "tags", "hint",
+         "hint_kind", "hint_fix", "fix", "boundaries"}
+CHANGE = {"basis", "kernels_delta", "launches_delta", "modelled_us_delta", "worse", "speedup", "upper_bound", "error"}
+MODELLED = {"target", "modelled_us_per_run", "launches_per_run", "kernels", "unknown_runs", "boundaries_us_per_run",
+            "groups", "predictions"}
 
 
 def test_json_schema_is_stable(demo):
@@ -69,6 +78,12 @@ def test_json_schema_is_stable(demo):
         assert isinstance(b["bytes"], int) and isinstance(b["tags"], list) and isinstance(b["crossing"], list)
         assert b["relaxable"] in (True, False, None)
     assert sum(d["summary"]["boundaries_by_rule"].values()) == len(d["boundaries"])
+    assert set(d["summary"]["modelled"]) == MODELLED
+    assert d["groups"] and all(set(g) == GROUP for g in d["groups"])
+    changes = [g[key] for g in d["groups"] for key in ("fix", "hint_fix") if g[key] is not None]
+    assert changes and all(set(c) == CHANGE for c in changes)
+    assert all(isinstance(b["modelled_us"], float) and set(b["cost"]) == {"write_us", "read_us", "launch_us"}
+               for b in d["boundaries"])
 
 
 def test_explain_json_on_the_command_line():
@@ -195,8 +210,10 @@ def test_html_report_is_self_contained(demo, tmp_path):
     assert "<script" not in html.lower() and "<link" not in html.lower()
     assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', html), "no external resources"
     assert "<style>" in html
-    rows = re.findall(r"<tr><td class=\"num\">\d+</td>", html)
+    rows = re.findall(r"<tr><td class=\"num\">\d+</td><td><code>", html)  # boundary rows name producers
     assert len(rows) == len(demo.boundaries)
+    groups = re.findall(r"<tr><td class=\"num\">\d+</td><td class=\"num\">", html)
+    assert len(groups) == len(demo.groups) and "Modelled:" in html
     if shutil.which("dot"):
         assert "<svg" in html and 'class="cluster"' in html and "<?xml" not in html
     else:
@@ -231,7 +248,7 @@ def test_rich_table_renders_to_a_plain_console(demo):
     from hlofuse.render.table import print_explanation
 
     buffer = io.StringIO()
-    print_explanation(demo, Console(file=buffer, width=160, force_terminal=False), limit=3)
+    print_explanation(demo, Console(file=buffer, width=160, force_terminal=False), limit=3, full=True)
     text = buffer.getvalue()
     assert "first 3" in text and "While loops" in text and "Boundaries by rule" in text
 

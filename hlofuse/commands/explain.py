@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from ..cli import check_outputs, guarded, input_options, main, stderr_console, stdout_console, write_atomically
+from ..errors import OptionError
 from ..terminal import markup
 
 
@@ -26,8 +27,24 @@ def backend_options(fn):
     return fn
 
 
+def triage_options(fn):
+    """--predict/--no-predict and the CPU roofline's constants, shared by explain and compile."""
+    fn = click.option("--cpu-launch-us", "cpu_launch_us", type=float, metavar="US",
+                      help="CPU roofline: µs per kernel launch (default 0.25, measured; see README).")(fn)
+    fn = click.option("--cpu-gflops", "cpu_gflops", type=float, metavar="GFLOP/S",
+                      help="CPU roofline: elementwise FLOP rate of one core (default 2.25, measured).")(fn)
+    fn = click.option("--cpu-bandwidth", "cpu_bandwidth", type=float, metavar="GB/S",
+                      help="CPU roofline: memory bandwidth of one core in GB/s (default 25.6, measured).")(fn)
+    fn = click.option("--predict/--no-predict", "predict", default=None,
+                      help="Replay each relaxable rule (and XLA option) that decided one of the costliest groups "
+                           "(--top N of them; every group with --all), to predict what relaxing it gains; one "
+                           "replay per rule (default: when the module before fusion has at most 20,000 "
+                           "instructions).")(fn)
+    return fn
+
+
 def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(), xla_flags=None, *,
-                      quiet=False):
+                      quiet=False, triage=None):
     """Resolve INPUT (file, dump folder or stdin) and explain it, as hlofuse.explain does; a
     module before fusion is replayed first.  Shared by `explain` and `render`; what was
     chosen is printed on stderr (unless quiet) before the work.  Returns the ExplainReport."""
@@ -39,7 +56,7 @@ def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(
     print_warnings(resolved)
     if not quiet:
         print_evidence(resolved, detection=False)  # the report's header has the detection line
-    return explain_resolved(resolved, relax=relax, xla_flags=flags)
+    return explain_resolved(resolved, relax=relax, xla_flags=flags, triage=triage)
 
 
 @main.command("explain")
@@ -53,13 +70,27 @@ def build_explanation(input, module_name, stage, backend, pipeline, gpu, relax=(
               help="Also write one CSV row per boundary (pandas can read it).")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write a self-contained HTML report (summary, boundary table, drawing) to attach to an issue.")
-@click.option("--limit", type=int, default=None, metavar="N",
-              help="Show at most N boundaries in the table (JSON, CSV and HTML always hold all).")
+@click.option("--top", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Show the N costliest groups of boundaries (default 10).")
+@click.option("--all", "show_all", is_flag=True,
+              help="Show everything: kernels per computation, loops, every boundary with its reason, every group.")
+@click.option("--limit", type=click.IntRange(min=0), default=None, metavar="N",
+              help="With --all, show at most N boundaries (JSON, CSV and HTML always hold all).")
+@click.option("--all-modules", "all_modules", is_flag=True,
+              help="Explain every module of the dump folder (in parallel processes) and rank their groups of "
+                   "boundaries together.")
+@click.option("--fail-on", "fail_on", multiple=True, metavar="COND",
+              help="Exit with code 10 when a group of boundaries matches COND: a rule id, name or glob, a "
+                   "tag, bytes>N (bytes per run; K, M, G suffixes), us>N (modelled µs per run), or several "
+                   "joined with & (all must hold).  Repeat for several conditions (any may match).")
+@triage_options
 @guarded()
 def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, relax, as_json, csv_path, html_path,
-                limit):
-    """Explain every kernel boundary: which rule keeps two kernels apart, with XLA's reason,
-    the line of your code, the bytes that cross, and a hint.
+                top, show_all, limit, all_modules, fail_on, predict, cpu_bandwidth, cpu_gflops, cpu_launch_us):
+    """Explain every kernel boundary and what it costs: the modelled time of the program, the
+    costliest causes (rule and source line) with what relaxing the rule or following the hint
+    would gain here; with --all, which rule keeps each pair of kernels apart, with XLA's reason,
+    the line of your code and the bytes that cross.
 
     INPUT is a dump folder (XLA_FLAGS=--xla_dump_to=DIR), an HLO file or - (stdin).  A fused
     module (after_optimizations, the default; or a snapshot after fusion) is explained as XLA
@@ -87,15 +118,80 @@ def explain_cmd(input, module_name, stage, backend, pipeline, gpu, xla_flags, re
       XLA        XLA's own reason from *.priority_fusion_dump.txt, when the dump has it
                  (≠ where it differs from ours)
     """
+    from ..api import triage_options as make_triage_options
+    from ..render.table import DEFAULT_TOP
+    from ..triage.gate import parse_conditions
+
     check_outputs({"--csv": csv_path, "--html": html_path}, [input, gpu])
-    report = build_explanation(input, module_name, stage, backend, pipeline, gpu, relax, xla_flags, quiet=as_json)
-    print_report(report, as_json=as_json, csv_path=csv_path, html_path=html_path, limit=limit)
+    if limit is not None and not show_all:
+        raise OptionError("--limit applies to the list of every boundary: give it with --all")
+    if top is not None and show_all:
+        raise OptionError("--top and --all contradict each other: --all lists every group")
+    conditions = parse_conditions(fail_on)
+    if all_modules:
+        return _explain_folder(input, module_name, csv_path, html_path, relax, as_json, top, show_all, conditions,
+                               dict(stage=stage, backend=backend, pipeline=pipeline, gpu=gpu, xla_flags=xla_flags,
+                                    predict=predict, cpu_bandwidth=_giga(cpu_bandwidth),
+                                    cpu_flop_rate=_giga(cpu_gflops), cpu_launch_us=cpu_launch_us))
+    options = make_triage_options(predict, _giga(cpu_bandwidth), _giga(cpu_gflops), cpu_launch_us,
+                                  predict_top=None if show_all else (top or DEFAULT_TOP))
+    report = build_explanation(input, module_name, stage, backend, pipeline, gpu, relax, xla_flags, quiet=as_json,
+                               triage=options)
+    print_report(report, as_json=as_json, csv_path=csv_path, html_path=html_path, limit=limit, top=top,
+                 full=show_all, conditions=conditions)
 
 
-def print_report(report, *, as_json=False, csv_path=None, html_path=None, limit=None) -> None:
-    """An ExplainReport as `explain` prints it (also `compile --explain`): the table, or
-    JSON; the CSV and HTML files written."""
+def _giga(value):
+    return None if value is None else value * 1e9
+
+
+def _explain_folder(folder, module_name, csv_path, html_path, relax, as_json, top, show_all, conditions, options):
+    """--all-modules: every module of a dump folder, one ranking of their groups."""
+    import os
+    import time
+
+    from ..render.table import DEFAULT_TOP, print_folder
+    from ..triage.gate import check_gate, gate_dict, gate_message
+    from ..triage.modules import triage_folder
+
+    for given, name in ((module_name, "--module"), (csv_path, "--csv"), (html_path, "--html"), (relax, "--relax")):
+        if given:
+            raise OptionError(f"{name} applies to one module: give it without --all-modules")
+    if not os.path.isdir(folder):
+        raise OptionError(f"--all-modules needs a dump folder; {folder} is not one")
+    start = time.perf_counter()
+    result = triage_folder(folder, options)
+    took = time.perf_counter() - start
+    groups = result.group_records()
+    matches = check_gate(groups, conditions) if conditions else []
+    if as_json:
+        import json
+
+        payload = result.to_dict()
+        payload["seconds"] = round(took, 2)
+        if conditions:
+            payload["fail_on"] = gate_dict(groups, conditions, matches)
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        print_folder(result, stdout_console(), top=None if show_all else (top or DEFAULT_TOP), seconds=took)
+    if matches:
+        import sys
+
+        from ..errors import EXIT_GATE
+
+        stderr_console().print(f"[red]failed:[/] {markup(gate_message(matches))}", soft_wrap=True)
+        sys.exit(EXIT_GATE)
+
+
+def print_report(report, *, as_json=False, csv_path=None, html_path=None, limit=None, top=None, full=False,
+                 conditions=()) -> None:
+    """An ExplainReport as `explain` prints it (also `compile --explain`): the report, or
+    JSON; the CSV and HTML files written; then the --fail-on gate (exit code 10 when a
+    condition matches a group)."""
+    from ..triage.gate import check_gate, gate_dict
+
     ex = report.explanation
+    matches = check_gate(ex.groups, conditions) if conditions else []
     err = stderr_console()
     if csv_path:
         from ..render.csv import to_csv
@@ -108,13 +204,24 @@ def print_report(report, *, as_json=False, csv_path=None, html_path=None, limit=
     if as_json:
         import json
 
-        click.echo(json.dumps(report.to_dict(), indent=2))
-        return
-    from ..render.table import print_explanation
+        payload = report.to_dict()
+        if conditions:
+            payload["fail_on"] = gate_dict(ex.groups, conditions, matches)
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        from ..render.table import DEFAULT_TOP, print_explanation
 
-    counted = f"in {report.counts[0].words}" if report.counts else None
-    # wide enough for the boundary table when piped; a terminal keeps its own width
-    print_explanation(ex, stdout_console(width=200), limit=limit, counted=counted)
+        counted = f"in {report.counts[0].words}" if report.counts else None
+        # piped: $COLUMNS or 160 columns, wrapped at spaces only; a terminal keeps its width
+        print_explanation(ex, stdout_console(), limit=limit, counted=counted, top=top or DEFAULT_TOP, full=full)
+    if matches:
+        import sys
+
+        from ..errors import EXIT_GATE
+        from ..triage.gate import gate_message
+
+        err.print(f"[red]failed:[/] {markup(gate_message(matches))}", soft_wrap=True)
+        sys.exit(EXIT_GATE)
 
 
 def html_report(ex) -> str:

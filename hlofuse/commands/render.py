@@ -26,10 +26,14 @@ from .explain import backend_options, build_explanation
 @click.option("--collapse/--expand", default=None,
               help="One node per kernel, or every operation (default: collapse above "
                    "300 operations unless --computation or --focus narrows the view).")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, metavar="N",
+              help="On a large module (kernels collapsed, more than 40), draw the kernels of the N costliest groups "
+                   "of boundaries (ranked as `hlofuse explain` ranks them).")
+@click.option("--full", is_flag=True, help="Draw every kernel, however many (Graphviz may take minutes).")
 @click.option("--dot", "as_dot", is_flag=True, help="Write Graphviz's DOT source instead of SVG.")
 @backend_options
 @guarded(None)
-def render_cmd(input, output, module_name, stage, computation, focus, radius, collapse, as_dot,
+def render_cmd(input, output, module_name, stage, computation, focus, radius, collapse, top, full, as_dot,
                backend, pipeline, gpu, xla_flags):
     """Draw a module like the paper's Fig. 3: each kernel a dashed cluster of its operations,
     each boundary an edge labelled with its rule and coloured by kind of reason (loop: purple,
@@ -44,6 +48,10 @@ def render_cmd(input, output, module_name, stage, computation, focus, radius, co
       hlofuse render dump/ -o before.svg --stage before
       hlofuse render dump/ -o graph.dot --dot
 
+    A large module (more than 300 operations) is drawn one node per kernel, and with more than
+    40 kernels only the kernels of the costliest groups of boundaries (--top N, default 10;
+    edges labelled #N as `hlofuse explain` ranks the groups); --full draws every kernel.
+
     Without Graphviz's `dot` program the DOT source is written next to OUT (OUT.dot) and the
     command says how to install Graphviz.
     """
@@ -51,14 +59,17 @@ def render_cmd(input, output, module_name, stage, computation, focus, radius, co
     from ..render.svg import GraphvizMissing, to_svg
 
     check_outputs({"-o": output}, [input, gpu])
-    options = DrawOptions(computation=computation, focus=focus, radius=radius, collapse=collapse)
+    options = DrawOptions(computation=computation, focus=focus, radius=radius, collapse=collapse,
+                          top=None if full else top)
     if stage in ("before", "before_fusion"):
         module = _before_module(input, module_name, backend, pipeline, gpu)
         source = to_dot(module, None, DrawOptions(computation=computation, focus=focus, radius=radius,
                                                   collapse=collapse, title=f"{module.name} before fusion"))
     else:
+        from ..triage import TriageOptions
+
         ex = build_explanation(input, module_name, stage, backend, pipeline, gpu, xla_flags=xla_flags,
-                               quiet=True).explanation
+                               quiet=True, triage=TriageOptions(predict=False)).explanation
         source = to_dot(ex.fused_module, ex, options)
     err = stderr_console()
     if as_dot:

@@ -148,13 +148,49 @@ def in_module_names(answer: Answer, view: EdgeView, final_name: Callable[[str, s
             names[side] = found
     if not names:
         return answer
-    pattern = re.compile(r"(?<![\w.\-])(" + "|".join(re.escape(n) for n in names) + r")(?![\w\-]|\.\d)")
 
     def rename(text: str) -> str:
-        return pattern.sub(lambda m: names[m.group(1)], text)
+        return rename_names(text, names)
 
     then = tuple(replace(later, reason=rename(later.reason)) for later in answer.then)
     return replace(answer, reason=rename(answer.reason), then=then, facts={**answer.facts, "replay_names": names})
+
+
+def _name_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def rename_names(text: str, names: dict[str, str]) -> str:
+    """`text` with each whole instruction name of `names` replaced by its value, the names
+    tried in order at each place: a name counts where it is not part of a longer name — not
+    preceded by a name character, `.` or `-`, not followed by a name character, `-` or `.`
+    and a digit (`fusion.7` is not `fusion`).  (A regular expression built per boundary did
+    the same, compiling thousands of patterns on a large module.)"""
+    out: list[str] = []
+    done = position = 0
+    end = len(text)
+    while position < end:
+        starts = [(text.find(n, position), i) for i, n in enumerate(names)]
+        starts = [(at, i) for at, i in starts if at >= 0]
+        if not starts:
+            break
+        at = min(at for at, _ in starts)
+        for name in (n for n in names if text.startswith(n, at)):
+            before = text[at - 1] if at else ""
+            after = at + len(name)
+            if before and (_name_char(before) or before in ".-"):
+                continue
+            if after < end and (_name_char(text[after]) or text[after] == "-"
+                                or (text[after] == "." and after + 1 < end and text[after + 1].isdigit())):
+                continue
+            out.append(text[done:at])
+            out.append(names[name])
+            done = position = after
+            break
+        else:
+            position = at + 1
+    out.append(text[done:])
+    return "".join(out)
 
 
 def refines(structural_rule: str, decision: Decision, pipeline: str | None) -> bool:

@@ -22,7 +22,7 @@ from .fused_graph import FusedGraphRules
 from .loops import LoopCounts
 from .records import UNKNOWN, Boundary, ComputationSummary, Explanation, KernelInfo, LoopSummary, SourceRef
 from .trace import (Edge, Source, Tracer, display, instruction_finder, kind_of, label_kind, label_of, loop_words,
-                    op_name_in, opcode_in, opcodes_of, reader, subshape, value_instruction)
+                    concatenates_in, op_name_in, opcode_in, opcodes_of, reader, subshape, value_instruction)
 from .xlalog import agrees as agrees_with_xla, rule_from_xla_reason, xla_log_verdict
 
 
@@ -60,8 +60,8 @@ class Explainer:
         computations = self._computation_summaries()
         # 2. one classified boundary per edge
         rows = [self._boundary(edge) for edge in self._edges()]
-        # 3. hints, from the finished boundaries
-        boundaries = sorted((replace(b, hint=hint_for(h)) for b, h in rows), key=self._order())
+        # 3. hints, from the finished boundaries (the triage adds what each would gain)
+        boundaries = sorted((_with_hint(b, hint_for(h)) for b, h in rows), key=self._order())
         log = self.dump.xla_log() if self.dump is not None else None
         replay = self.evidence.replay
         return Explanation(
@@ -70,7 +70,9 @@ class Explainer:
             stage=self.stage, kernels=tuple(kernels), boundaries=tuple(boundaries),
             computations=tuple(computations), loops=tuple(self.loops.loops), detected=self.detected.why,
             notes=tuple(dict.fromkeys(self.notes)), xla_log=str(log.path) if log is not None else None,
-            fused_module=self.m, replayed_from=_replayed_from(replay))
+            fused_module=self.m, replayed_from=_replayed_from(replay),
+            replay_result=replay.result if replay is not None else None,
+            fused_program=self.fused_graph.program_if_built())
 
     def _order(self):
         """Boundaries by computation, then what users ask about first: kernel-to-kernel
@@ -221,6 +223,12 @@ class Explainer:
             consumer_kernel_opcodes=opcodes_of(self.m, consumer_instr) if consumer_is_kernel else frozenset(),
             in_loop=self.loops.enclosing(edge.consumer_comp) or self.loops.enclosing(src.comp),
             consumer_is_buffer=not consumer_is_kernel,
+            producer_loop=self.loops.enclosing(src.comp),
+            consumer_loop=self.loops.enclosing(edge.consumer_comp),
+            producer_element_type=subshape(producer_kernel.shape, src.path).element_type or "",
+            producer_concatenates=concatenates_in(self.m, producer_kernel),
+            producer_enters_loop=_enters_loop(self.m[src.comp], src.name),
+            pipeline=self.detected.pipeline, facts=rule_facts,
         )
         return boundary, hint_input
 
@@ -419,6 +427,31 @@ class Explainer:
                     continue
             return None
         return None
+
+
+def _with_hint(boundary: Boundary, hint) -> Boundary:
+    """The boundary with its hint: the hint's words without a prediction (the triage adds one)."""
+    if hint is None:
+        return boundary
+    return replace(boundary, hint=hint.words(), hint_kind=hint.kind, hint_detail=hint)
+
+
+def _enters_loop(comp: ir.Computation, name: str) -> bool:
+    """Whether the value of `name` becomes part of a while loop's state in `comp` (through the
+    tuple that initialises it, views and copies)."""
+    frontier, seen = [name], {name}
+    for _ in range(6):
+        following = []
+        for value in frontier:
+            for user in comp.users.get(value, ()):
+                opcode = comp[user].opcode
+                if opcode == "while":
+                    return True
+                if opcode in ("tuple", "get-tuple-element", "bitcast", "copy", "reshape") and user not in seen:
+                    seen.add(user)
+                    following.append(user)
+        frontier = following
+    return False
 
 
 def _multi_output(module: ir.Module, kernel: ir.Instruction) -> bool:

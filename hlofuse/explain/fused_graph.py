@@ -29,6 +29,10 @@ class FusedGraphRules:
         graph = self._program.graphs.get(comp)
         return graph.get(name) if graph is not None else None
 
+    def program_if_built(self):
+        """The graph.Program of the module, when a question built it (else None)."""
+        return self._program
+
     def decision(self, pnode, cnode):
         """The pipeline's Decision for the two kernels, or None."""
         if pnode is None or cnode is None:

@@ -47,6 +47,11 @@ class KernelInfo:
     library: str | None
     bytes_out: int
     source: SourceRef | None
+    #: One launch's modelled time in µs (launch overhead and run time; hlofuse/triage), and
+    #: how often it is launched per run of the program; None where nothing prices the backend.
+    modelled_us: float | None = None
+    launches: int | None = None
+    priced_by: str | None = None  # cost-model | roofline
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,14 @@ class Boundary:
     #: What later passes did to the same pair, and structural facts that also hold, in order
     #: (classify.Later: pass, rule, reason).
     then: tuple = ()
+    #: Which hint (hints.Hint.kind) applies, when one does: rng-in-loop, packed-state,
+    #: unroll, xla-flag.
+    hint_kind: str | None = None
+    hint_detail: Any = field(default=None, repr=False, compare=False)  # the hints.Hint
+    #: What the boundary costs per run in µs (hlofuse/triage/pricing.py: writing the value,
+    #: reading it back, the launch it adds), and those parts (a pricing.BoundaryCost).
+    modelled_us: float | None = None
+    cost: Any = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,19 @@ class Explanation:
     #: What the replay behind the reasons started from (the dump's snapshot before fusion, the
     #: module with its fusions inlined, the input itself); None without a replay.
     replayed_from: str | None = None
+    #: The replay behind the reasons (a FusionResult: its input is the module before fusion
+    #: that predicted fixes replay again); None without one.
+    replay_result: Any = field(default=None, repr=False, compare=False)
+    #: The triage (hlofuse/triage): the modelled time of the module (a pricing.ModuleCost),
+    #: the boundaries grouped by cause and ranked by cost, and what happened to predictions.
+    cost: Any = field(default=None, repr=False, compare=False)
+    groups: tuple = ()
+    predictions: str | None = None
+    #: Seconds the predictions' replays took (not in the JSON: it differs run to run).
+    prediction_seconds: float | None = field(default=None, compare=False)
+    #: The graph.Program of `fused_module` the explainer built (its rules asked it), for the
+    #: triage to price the same nodes; None once priced or when none was built.
+    fused_program: Any = field(default=None, repr=False, compare=False)
 
     def by_rule(self) -> Counter:
         return Counter(b.rule for b in self.boundaries)
@@ -158,18 +184,26 @@ class Explanation:
             else:
                 bytes_run += b.bytes * r
         by_rule = self.by_rule()
+        cost = self.cost
+        comp_us = cost.by_computation() if cost is not None else {}
+        loop_us = cost.loops if cost is not None else {}
         return {
             "kernels": len(self.kernels),
             "kernels_launched": launches,
             "kernels_per_computation": [
                 {"computation": c.name, "role": c.role, "kernels": c.kernels, "by_kind": dict(c.by_kind),
-                 "runs": _num(c.runs)} for c in self.computations],
+                 "runs": _num(c.runs), "modelled_us": _us(comp_us.get(c.name)),
+                 "modelled_us_per_run": _us(comp_us[c.name] * (1 if c.runs is None else c.runs)
+                                             if c.name in comp_us else None)}
+                for c in self.computations],
             "loops": [
                 {"while": lp.name, "computation": lp.computation, "body": lp.body, "condition": lp.condition,
                  "trip_count": lp.trip_count, "trip_count_from": lp.trip_count_from,
                  "body_kernels": lp.body_kernels, "condition_kernels": lp.condition_kernels,
                  "condition_launched": lp.condition_launched,
-                 "kernels_per_iteration": lp.kernels_per_iteration, "kernels_total": lp.kernels_total}
+                 "kernels_per_iteration": lp.kernels_per_iteration, "kernels_total": lp.kernels_total,
+                 "modelled_us_per_iteration": _us(loop_us[lp.name][0] if lp.name in loop_us else None),
+                 "modelled_us_per_run": _us(loop_us[lp.name][1] if lp.name in loop_us else None)}
                 for lp in self.loops],
             "boundaries": len(self.boundaries),
             "boundaries_by_rule": dict(sorted(by_rule.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -180,13 +214,27 @@ class Explanation:
             "agreements_with_xla": sum(1 for b in self.boundaries if b.agrees_with_xla is True),
             "decided_in": dict(sorted(Counter(b.decided_in or "-" for b in self.boundaries).items(),
                                       key=lambda kv: (-kv[1], kv[0]))),
+            "modelled": self._modelled(),
         }
+
+    def _modelled(self) -> dict | None:
+        """The triage's totals: the target, µs per run of the kernels and of the boundaries,
+        the groups, and what happened to predictions (None without a triage)."""
+        if self.cost is None:
+            return None
+        priced = [b.modelled_us for b in self.boundaries if b.modelled_us is not None]
+        return {**self.cost.summary(), "boundaries_us_per_run": _us(sum(priced)), "groups": len(self.groups),
+                "predictions": self.predictions}
 
 
 def _num(value):
     if value is None or isinstance(value, int):
         return value  # counts stay exact integers, however large (float() of them may overflow)
     return int(value) if float(value).is_integer() else value
+
+
+def _us(value):
+    return None if value is None else round(value, 4)
 
 
 def _launches_total(ex: Explanation) -> int | None:

@@ -295,3 +295,14 @@ def display(instr: str, kernel: str, output: tuple[int, ...] = ()) -> str:
 def loop_words(loop: LoopSummary) -> str:
     trip = f" ({loop.trip_count} iterations)" if loop.trip_count is not None else ""
     return f"while loop {loop.name}{trip}"
+
+
+def concatenates_in(module: ir.Module, kernel: ir.Instruction) -> tuple[tuple[str, str], ...]:
+    """(element type, op_name) of every concatenate a kernel computes (itself, or inside it)."""
+    if kernel.opcode == "concatenate":
+        found = [kernel]
+    elif kernel.opcode == "fusion" and kernel.fused_computation in module.by_name:
+        found = [i for i in module[kernel.fused_computation].instructions if i.opcode == "concatenate"]
+    else:
+        found = []
+    return tuple((i.shape.element_type or "", attributes.metadata(i).op_name or "") for i in found)

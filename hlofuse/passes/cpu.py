@@ -136,18 +136,123 @@ def fusion_pass(program: "Program", ctx: "Context") -> bool:
         if inlined:
             ctx.notes.append(f"no-library mode: inlined {inlined} library fusion(s) of the input before `fusion`; "
                              "XLA without YNN fusion also shapes reductions differently earlier, so this is approximate")
+    else:
+        types = ynn_fusion_types(ctx.options.xla_flags)
+        if types is not None:
+            reduces: list = []
+            inlined = inline_library_fusions(program, lambda node: ynn_fusion_type(node) not in types, reduces)
+            rewritten = sum(tree_reduction_rewrite(node) for node in reduces if "REDUCE" not in types)
+            if inlined:
+                ctx.notes.append(f"xla_cpu_experimental_ynn_fusion_type={','.join(sorted(types)) or '(empty)'}: "
+                                 f"inlined {inlined} library fusion(s) of other types before `fusion`, "
+                                 f"{rewritten} reduction(s) split as XLA's TreeReductionRewriter splits those "
+                                 "YNNPACK does not take (approximate: other passes before fusion are not replayed)")
     return InstructionFusion(CpuPolicy()).run(program, ctx)
 
 
-def inline_library_fusions(program: "Program") -> int:
-    """Replace every library (kCustom) fusion by the instructions of its body."""
+#: What `xla_cpu_experimental_ynn_fusion_type` holds unless set (docs/xla/cpu-fusion.md §5.1).
+DEFAULT_YNN_FUSION_TYPES = frozenset({"INDIVIDUAL_DOT", "INDIVIDUAL_CONVOLUTION", "REDUCE"})
+YNN_FUSION_TYPES = frozenset({"DOT", "ELTWISE", "REDUCE", "INDIVIDUAL_DOT", "INDIVIDUAL_CONVOLUTION"})
+YNN_FLAG = "xla_cpu_experimental_ynn_fusion_type"
+
+
+def ynn_fusion_types(xla_flags) -> frozenset[str] | None:
+    """The library fusion types `--xla_cpu_experimental_ynn_fusion_type` sets in XLA_FLAGS text
+    (None when the flag is not given): a comma-separated list, or `+TYPE`/`-TYPE` edits of
+    the default; "" turns library fusion off."""
+    from ..errors import InputError
+
+    found = None
+    for token in " ".join(xla_flags or ()).split():
+        name, _, value = token.lstrip("-").partition("=")
+        if name == YNN_FLAG:
+            found = value.strip("'\"")
+    if found is None:
+        return None
+    items = [item.strip() for item in found.split(",") if item.strip()]
+    types = set(DEFAULT_YNN_FUSION_TYPES) if items and all(i[0] in "+-" for i in items) else set()
+    for item in items:
+        name = item.lstrip("+-").upper()
+        if name not in YNN_FUSION_TYPES:
+            raise InputError(f"--{YNN_FLAG}={found}: {name} is not a library fusion type; XLA's types: "
+                             f"{', '.join(sorted(YNN_FUSION_TYPES))}")
+        (types.discard if item.startswith("-") else types.add)(name)
+    return frozenset(types)
+
+
+def ynn_fusion_type(node: "Node") -> str:
+    """Which type of `xla_cpu_experimental_ynn_fusion_type` made a library fusion: what started
+    it (a dot or convolution alone, a reduction grown with its neighbours) — the types
+    LibraryRewriter starts fusions from (docs/xla/cpu-fusion.md §5.3)."""
+    opcodes = {n.opcode for n in node.fused.nodes()} if node.fused is not None else {node.opcode}
+    if "dot" in opcodes:
+        return "INDIVIDUAL_DOT"
+    if "convolution" in opcodes:
+        return "INDIVIDUAL_CONVOLUTION"
+    if opcodes & {"reduce", "reduce-window"}:
+        return "REDUCE"
+    return "ELTWISE"
+
+
+def inline_library_fusions(program: "Program", which=None, reduces: list | None = None) -> int:
+    """Replace every library (kCustom) fusion (or those `which(node)` picks) by the
+    instructions of its body; the reduces inlined are appended to `reduces`."""
     count = 0
     for graph in program.non_fusion_graphs():
         for node in graph.post_order():
-            if rc.library_fusion_kind(node) is not None:
+            if rc.library_fusion_kind(node) is not None and (which is None or which(node)):
+                names = [n.name for n in node.fused.nodes() if n.opcode == "reduce"]
                 inline_fusion(node)
+                if reduces is not None:
+                    reduces.extend(graph.get(name) for name in names if graph.get(name) is not None)
                 count += 1
     return count
+
+
+#: XLA:CPU's TreeReductionRewriter window (cpu_compiler.cc: TreeReductionRewriter(32)).
+TREE_REDUCTION_WINDOW = 32
+
+
+def tree_reduction_rewrite(node: "Node") -> bool:
+    """XLA's TreeReductionRewriter (xla/hlo/transforms/simplifiers/tree_reduction_rewriter.cc)
+    on one reduce: an array reduce with a reduced dimension longer than the window becomes a
+    reduce-window (window and stride min(size, 32) on the reduced dimensions, SAME padding)
+    followed by the reduce of its result.  XLA:CPU's simplification pipeline skips the
+    reductions YNNPACK prefers and supports while REDUCE is a library fusion type, so a
+    reduction taken back from YNNPACK gets it."""
+    import math
+
+    from .. import attributes, ir
+
+    if not node.shape.is_array or len(node.operands) != 2:
+        return False  # variadic reductions are not rewritten (XLA's TODO b/210786051)
+    operand, init = node.operands
+    dims = attributes.dimensions(node)
+    shape = operand.shape
+    if all(shape.dims[d] <= TREE_REDUCTION_WINDOW for d in dims):
+        return False
+    sizes, strides, pads, out = [], [], [], []
+    for d, size in enumerate(shape.dims):
+        window = min(size, TREE_REDUCTION_WINDOW) if d in dims else 1
+        count = math.ceil(size / window)  # MakePadding(kSame): output size ceil(size / stride)
+        total = max((count - 1) * window + window - size, 0)
+        sizes.append(window)
+        strides.append(window)
+        pads.append((total // 2, total - total // 2))
+        out.append(count)
+    text = f"size={'x'.join(map(str, sizes))} stride={'x'.join(map(str, strides))}"
+    if any(p != (0, 0) for p in pads):
+        text += " pad=" + "x".join(f"{lo}_{hi}" for lo, hi in pads)
+    layout = ir.Layout(tuple(range(len(out) - 1, -1, -1)))
+    to_apply = node.attr("to_apply")
+    window_node = g.Node("reduce-window", "reduce-window", ir.Shape(shape.element_type, tuple(out), layout),
+                         attrs=[("window", "{" + text + "}"), ("to_apply", to_apply)], called=node.called,
+                         origin=node.origin, span=node.span)
+    node.graph.add(window_node)
+    g.add_operand(window_node, operand)
+    g.add_operand(window_node, init)
+    g.set_operand(node, 0, window_node)
+    return True
 
 
 def inline_fusion(fusion: "Node") -> "Node":

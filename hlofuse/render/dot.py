@@ -27,6 +27,9 @@ UNKNOWN_COLOR = "#d62728"
 DEFAULT_COLOR = "#555555"
 PLAIN_EDGE = "#9a9a9a"
 THRESHOLD = 300
+#: A collapsed drawing of more kernels than this shows only the kernels of the costliest
+#: groups of boundaries (DrawOptions.top), unless asked for everything.
+MAX_KERNELS = 40
 
 
 def rule_color(rule: str, tags) -> str:
@@ -50,6 +53,13 @@ class DrawOptions:
     collapse: bool | None = None
     threshold: int = THRESHOLD
     title: str | None = None
+    #: Above `max_kernels` kernels (collapsed, nothing narrowing the view): draw only the
+    #: kernels at the ends of the boundaries of the `top` costliest groups; None draws every
+    #: kernel.
+    top: int | None = 10
+    max_kernels: int = MAX_KERNELS
+    #: In that view, each group's costliest `per_group` boundaries.
+    per_group: int = 3
 
 
 @dataclass
@@ -86,13 +96,17 @@ class _Drawing:
 
 
 class _Builder:
-    def __init__(self, module: ir.Module, ex, collapse: bool, only: str | None):
+    def __init__(self, module: ir.Module, ex, collapse: bool, only: str | None,
+                 chosen: dict[int, int] | None = None):
         self.m = module
         self.ex = ex
         self.collapse = collapse
         self.d = _Drawing()
         self.ids: dict[tuple, str] = {}
         self.only = only
+        #: Boundary index → the rank of its group, when only some groups are drawn.
+        self.chosen = chosen
+        self.costs = {(k.computation, k.name): k for k in ex.kernels} if ex is not None else {}
         self.loops = {lp.body: lp for lp in ex.loops} if ex is not None else {}
         self.conds = {lp.condition: lp for lp in ex.loops} if ex is not None else {}
         self.kernel_info = {(k.computation, k.name): k for k in ex.kernels} if ex is not None else {}
@@ -140,6 +154,9 @@ class _Builder:
             (f" · {len(ops)} ops" if body is not None else "")
         if self.collapse or body is None:
             label = instr.name if body is None else f"{instr.name}\n{kind}, {len(ops)} ops"
+            priced = self.costs.get((comp.name, instr.name))
+            if priced is not None and priced.modelled_us is not None and priced.launches:
+                label += f"\n{priced.modelled_us * priced.launches:.3g} µs/run"
             self.d.nodes[self._id((comp.name, instr.name, instr.name))] = _Node(
                 self._id((comp.name, instr.name, instr.name)), label, comp.name, instr.name,
                 tooltip=self._tooltip(instr), fill="#fff7e6" if info is not None and info.library else "white")
@@ -230,6 +247,8 @@ class _Builder:
         for number, b in enumerate(self.ex.boundaries, 1):
             if self.only is not None and self.only not in (b.producer_computation, b.consumer_computation):
                 continue
+            if self.chosen is not None and number - 1 not in self.chosen:
+                continue
             ends = self._crossing_ends(b) if b.crossing else None
             if ends is not None:
                 src, dst = ends
@@ -250,15 +269,16 @@ class _Builder:
                 tip += f"\nXLA: {b.xla_reason}"
             if b.hint:
                 tip += f"\nhint: {b.hint}"
-            key = (src, dst, b.rule)
+            name = b.rule if self.chosen is None else f"#{self.chosen[number - 1]} {b.rule}"
+            key = (src, dst, name)
             if key in seen:  # loop crossings and collapsed kernels: one edge per pair and rule
                 edge = seen[key]
                 edge.count += 1
-                edge.label = f"{b.rule} ×{edge.count}"
+                edge.label = f"{name} ×{edge.count}"
                 if edge.tooltip.count("\n#") < 12:
                     edge.tooltip += "\n" + tip
                 continue
-            edge = _Edge(src, dst, label=b.rule, color=color, tooltip=tip, bold=True,
+            edge = _Edge(src, dst, label=name, color=color, tooltip=tip, bold=True,
                          dashed=bool(b.crossing), constraint="loop-carried" not in b.crossing)
             seen[key] = edge
             self.d.edges.append(edge)
@@ -371,7 +391,11 @@ def to_dot(module: ir.Module, ex=None, options: DrawOptions = DrawOptions()) -> 
 
         names = ", ".join(c.name for c in executed_computations(module))
         raise InputError(f"no computation {options.computation!r} runs in {module.name}; computations: {names}")
-    builder = _Builder(module, ex, collapse, options.computation)
+    if collapse and not narrowed and ex is not None and ex.groups and options.top is not None \
+            and len(ex.kernels) > options.max_kernels:
+        return top_groups_dot(module, ex, options)
+    chosen = None
+    builder = _Builder(module, ex, collapse, options.computation, chosen)
     drawing = builder.build()
     if options.focus is not None:
         if not any(options.focus in (key[1], key[2]) for key in builder.ids):
@@ -383,6 +407,110 @@ def to_dot(module: ir.Module, ex=None, options: DrawOptions = DrawOptions()) -> 
     if collapse:
         title += " (kernels collapsed: use --computation or --focus INSTR to see operations)"
     return _emit(drawing, title)
+
+
+def top_groups_dot(module: ir.Module, ex, options: DrawOptions) -> str:
+    """A large module's drawing: the costliest groups of boundaries (as `explain` ranks them),
+    one box each, top to bottom, holding its costliest boundaries as kernel → kernel (or
+    buffer) edges labelled with the bytes and modelled time that cross.  A kernel in several
+    groups appears in each."""
+    groups = ex.groups[:options.top]
+    kernels = {(k.computation, k.name): k for k in ex.kernels}
+    total = ex.cost.total_us if ex.cost is not None else None
+    lines = [
+        "digraph hlofuse {",
+        f"  graph [label={_q(_top_title(module, ex, options))}, labelloc=t, fontname=\"Helvetica\", fontsize=12, "
+        "rankdir=LR, nodesep=0.2, ranksep=0.5];",
+        '  node [shape=box, style="rounded,filled,dashed", fillcolor="#eef3fb", color="#4a6fa5", '
+        'fontname="Helvetica", fontsize=9, height=0.3, margin="0.08,0.03"];',
+        f'  edge [fontname="Helvetica", fontsize=8, color="{PLAIN_EDGE}", arrowsize=0.6];',
+    ]
+    # Graphviz stacks the components of a left-to-right layout bottom-up: the last is drawn on top
+    for rank, g in reversed(list(enumerate(groups, 1))):
+        color = rule_color(g.rule, g.tags)
+        share = f", {g.share:.1%}" if g.share is not None else ""
+        us = f"{g.modelled_us:.3g} µs/run{share}" if g.modelled_us is not None else ""
+        head = f"#{rank} {g.rule}  {g.source_words()}\n{g.count} boundaries, {us}"
+        if g.fix is not None:
+            head += f"\nrelaxing {g.rule} (predicted): {g.fix.words(total)}"
+        lines.append(f"  subgraph cluster_{rank} {{")
+        lines.append(f'    label={_q(head)}; labeljust=l; style="rounded"; color="{color}"; fontsize=10; '
+                     f'fontcolor="{color}";')
+        costliest = sorted(g.boundaries, key=lambda i: -(ex.boundaries[i].modelled_us or 0.0))[:options.per_group]
+        seen: set[str] = set()
+        for i in costliest:
+            b = ex.boundaries[i]
+            src = _kernel_node(lines, seen, rank, b.producer_computation, b.producer_kernel, kernels, module)
+            if b.consumer_kernel is not None:
+                dst = _kernel_node(lines, seen, rank, b.consumer_computation, b.consumer_kernel, kernels, module)
+            else:
+                dst = f"g{rank}_{len(seen)}"
+                seen.add(dst)
+                lines.append(f'    {dst} [label={_q(b.consumer)}, shape=box3d, style="filled", fillcolor="#f4f4f4", '
+                             'color="#888888", fontsize=8];')
+            cost = f", {b.modelled_us:.3g} µs" if b.modelled_us is not None else ""
+            label = f"{_short_bytes(b.bytes)}{cost}" + (f" ({'/'.join(b.crossing)})" if b.crossing else "")
+            tip = f"{b.producer} → {b.consumer}: {b.rule}: {b.reason}"
+            if b.hint:
+                tip += f"\nhint: {b.hint}"
+            lines.append(f"    {src} -> {dst} [label={_q(label)}, color=\"{color}\", fontcolor=\"{color}\", "
+                         f"penwidth=1.6, tooltip={_q(tip)}, labeltooltip={_q(tip)}"
+                         + (', style="dashed"' if b.crossing else "") + "];")
+        if g.count > len(costliest):
+            more = f"m{rank}"
+            lines.append(f'    {more} [label={_q(f"… {g.count - len(costliest)} more")}, shape=plaintext, '
+                         'style="", fontsize=8];')
+        lines.append("  }")
+    if total is not None:
+        lines.append(f'  total [shape=plaintext, style="", fontsize=9, label={_q(_total_words(ex, groups))}];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _kernel_node(lines: list[str], seen: set[str], rank: int, comp: str, name: str, kernels, module) -> str:
+    nid = f"g{rank}_{_safe_id(comp)}_{_safe_id(name)}"
+    if nid in seen:
+        return nid
+    seen.add(nid)
+    k = kernels.get((comp, name))
+    label = name
+    if k is not None:
+        label += f"\n{k.label}"
+        if k.modelled_us is not None and k.launches:
+            label += f"\n{k.modelled_us * k.launches:.3g} µs/run"
+    role = module.role(comp) if comp in module.by_name else ""
+    if role and role != "entry":
+        label += f"\nin {comp} ({role.replace('_', ' ')})"
+    fill = ', fillcolor="#fff7e6"' if k is not None and k.library else ""
+    lines.append(f"    {nid} [label={_q(label)}{fill}];")
+    return nid
+
+
+def _top_title(module: ir.Module, ex, options: DrawOptions) -> str:
+    shown = min(options.top or 0, len(ex.groups))
+    return (f"{module.name}: its {shown} costliest causes of kernel boundaries (of {len(ex.groups)}; "
+            f"{len(ex.kernels)} kernels, {len(ex.boundaries)} boundaries), the {options.per_group} costliest "
+            f"boundaries of each\n--top N draws more causes, --full every kernel, --focus INSTR or "
+            f"--computation NAME the operations around one")
+
+
+def _total_words(ex, groups) -> str:
+    drawn = sum(g.modelled_us or 0.0 for g in groups)
+    total = ex.cost.total_us
+    return (f"modelled {total:.4g} µs per run ({ex.cost.target});\n"
+            f"these causes: {drawn:.4g} µs ({drawn / total:.1%})" if total else "")
+
+
+def _safe_id(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in text)
+
+
+def _short_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
 
 
 def _emit(d: _Drawing, title: str) -> str:

@@ -23,6 +23,7 @@ def explanation_dict(ex) -> dict:
         "replayed_from": ex.replayed_from,
         "kernels": [kernel_dict(k) for k in ex.kernels],
         "boundaries": [boundary_dict(b) for b in ex.boundaries],
+        "groups": [group_dict(g) for g in ex.groups],
         "summary": ex.summary(),
         "notes": list(ex.notes),
     }
@@ -40,6 +41,11 @@ def kernel_dict(k) -> dict:
         "library": k.library,
         "bytes_out": k.bytes_out,
         "source": source_dict(k.source),
+        "modelled_us": _us(k.modelled_us),
+        "launches": k.launches,
+        "modelled_us_per_run": _us(k.modelled_us * k.launches if k.modelled_us is not None and k.launches is not None
+                                   else None),
+        "priced_by": k.priced_by,
     }
 
 
@@ -69,7 +75,34 @@ def boundary_dict(b) -> dict:
         "then": [later.to_dict() for later in b.then],
         "via": list(b.via),
         "facts": {k: _plain(v) for k, v in b.facts.items()},
+        "hint_kind": b.hint_kind,
+        "modelled_us": _us(b.modelled_us),
+        "cost": b.cost.to_dict() if b.cost is not None else None,
     }
+
+
+def group_dict(g) -> dict:
+    """A group of boundaries with one cause (hlofuse/triage/groups.py): figures per run."""
+    return {
+        "rule": g.rule,
+        "source": source_dict(g.source),
+        "count": g.count,
+        "bytes": g.bytes,
+        "bytes_per_run": g.bytes_per_run,
+        "modelled_us": _us(g.modelled_us),
+        "share": _us(g.share),
+        "relaxable": g.relaxable,
+        "tags": list(g.tags),
+        "hint": g.hint,
+        "hint_kind": g.hint_kind,
+        "hint_fix": g.hint_fix.to_dict() if g.hint_fix is not None else None,
+        "fix": g.fix.to_dict() if g.fix is not None else None,
+        "boundaries": list(g.boundaries),
+    }
+
+
+def _us(value):
+    return None if value is None else round(value, 4)
 
 
 def source_dict(s) -> dict | None:
