@@ -134,3 +134,70 @@ def test_pairs_analysed_across_the_boundary_match_the_built_pair(monkeypatch):
                 assert runner.invoke(main, ["fuse", str(program), "--json"]).exit_code == 0
     kinds = set(compared)
     assert len(compared) > 500 and {"kReduction", "kTranspose", "kConcatenate", "kLoop"} <= kinds, kinds
+
+
+_TWO_READERS = """
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+add_again {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+norm {
+  x = f32[64,256] parameter(0)
+  y = f32[64,256] parameter(1)
+  z = f32[] constant(0)
+  m = f32[64,256] multiply(x, y)
+  r = f32[64] reduce(m, z), dimensions={1}, to_apply=%REDUCER
+  b = f32[64,256] broadcast(r), dimensions={0}
+  ROOT d = f32[64,256] divide(x, b)
+}
+norm2 {
+  x = f32[64,256] parameter(0)
+  y = f32[64,256] parameter(1)
+  z = f32[] constant(0)
+  m = f32[64,256] multiply(x, y)
+  r = f32[64] reduce(m, z), dimensions={1}, to_apply=%REDUCER
+  b = f32[64,256] broadcast(r), dimensions={0}
+  ROOT d = f32[64,256] divide(x, b)
+}
+ENTRY e {
+  p = f32[64,256] parameter(0)
+  q = f32[64,256] parameter(1)
+  same = f32[64,256] fusion(p, p), kind=kCustom, calls=norm
+  other = f32[64,256] fusion(p, q), kind=kCustom, calls=norm2
+  ROOT t = (f32[64,256], f32[64,256]) tuple(same, other)
+}"""
+
+
+def test_tiling_searches_are_remembered_by_structure_not_by_name():
+    """The Triton tiling search is remembered per program by the fused computation's structure:
+    two fusions that differ only in names share one answer, equal to a fresh search; binding
+    one operand twice (read once) or a reducer that computes something else is another key."""
+    from hlofuse.cost import tiled
+
+    def program(reducer="add"):
+        return Program.from_module(hlofuse.loads(_TWO_READERS.replace("%REDUCER", reducer)))
+
+    model = cost_model.GpuPerformanceModel(load_gpu("h100_sxm"))
+    one, again = program(), program("add_again")
+    key = tiled.structure_key(one.entry.get("same"), one)
+    assert key == tiled.structure_key(again.entry.get("same"), again)  # a reducer's name is not its structure
+    assert key != tiled.structure_key(one.entry.get("other"), one)  # p read twice vs p and q
+    for name in ("same", "other"):
+        fusion = one.entry.get(name)
+        infinite = cost_model.RunTime(0, 0, 0, 0, 0, 0, cost_model.dur.INFINITE)
+        fresh = tiled._search(model, fusion, one, infinite)
+        assert tiled.best_tiled(model, fusion, one) == fresh
+        assert tiled.best_tiled(model, fusion, one) is tiled.best_tiled(model, fusion, one)  # remembered
+    assert len(one.memo.tilings) == 2
+    remembered = tiled.best_tiled(model, again.entry.get("same"), again)
+    assert remembered == tiled.best_tiled(model, one.entry.get("same"), one)
+    changed = Program.from_module(hlofuse.loads(_TWO_READERS.replace("%REDUCER", "add")
+                                                .replace("ROOT s = f32[] add(a, b)\n}\nadd_again",
+                                                         "ROOT s = f32[] multiply(a, b)\n}\nadd_again")))
+    assert tiled.structure_key(changed.entry.get("same"), changed) != key
