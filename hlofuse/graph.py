@@ -532,11 +532,13 @@ class ProgramMemo:
     """What a replay of one program learns once and reuses: answers that are functions of a
     structure (no node identity), so they stay true while the program is edited."""
 
-    __slots__ = ("tilings",)
+    __slots__ = ("tilings", "structures")
 
     def __init__(self) -> None:
         #: hlofuse.cost.tiled.best_tiled by (device, profile, structure_key of the fusion).
         self.tilings: dict[tuple, object] = {}
+        #: A fused body's structure (hlofuse.cost.structure) → a small number standing for it.
+        self.structures: dict[tuple, int] = {}
 
 
 class Program:

@@ -201,3 +201,76 @@ def test_tiling_searches_are_remembered_by_structure_not_by_name():
                                                 .replace("ROOT s = f32[] add(a, b)\n}\nadd_again",
                                                          "ROOT s = f32[] multiply(a, b)\n}\nadd_again")))
     assert tiled.structure_key(changed.entry.get("same"), changed) != key
+
+
+def test_run_times_remembered_by_structure_equal_the_ones_computed_afresh(monkeypatch):
+    """Every run time and fused run time the model answers from its structural memo, during
+    priority replays of a generated module (two GPUs, one with Triton) and of real Triton
+    dumps, equals the one computed for that very node or pair."""
+    import sys
+    from pathlib import Path
+
+    from hlofuse import xla_log
+    from hlofuse.dumpdir import choose_module, priority_fusion_log, scan
+    from hlofuse.pipeline import Options, replay
+
+    model_class = cost_model.GpuPerformanceModel
+    estimate, fused_runtime = model_class.estimate, model_class.fused_runtime
+    seen = {"one": 0, "pair": 0}
+
+    def checked_estimate(self, node):
+        if self.cached_runtime(node) is not None:  # (kept per node until invalidated, as XLA keeps it)
+            return estimate(self, node)
+        found = estimate(self, node)
+        # (a model of its own: asking this one would bring its analyses up to date early)
+        fresh = model_class(self.device, self.config, self.cost.concat_penalty)
+        assert found == fresh._estimate_instruction(node), node.name
+        seen["one"] += 1
+        return found
+
+    def checked_fused_runtime(self, producer, consumer, side_output=False):
+        found = fused_runtime(self, producer, consumer, side_output)
+        if not found.is_infinite:
+            assert found == self._fused_runtime(producer, consumer, side_output, estimate(self, producer),
+                                                estimate(self, consumer)), (producer.name, consumer.name)
+            seen["pair"] += 1
+        return found
+
+    monkeypatch.setattr(model_class, "estimate", checked_estimate)
+    monkeypatch.setattr(model_class, "fused_runtime", checked_fused_runtime)
+    repo = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(repo / "bench"))
+    try:
+        import replay_speed
+    finally:
+        sys.path.remove(str(repo / "bench"))
+    module = hlofuse.loads(replay_speed.generate_for("priority", 2000))
+    for gpu in ("rtx2080ti", "h100_sxm"):
+        replay(module, Options(**{**replay_speed.PIPELINES["priority"], "gpu": gpu}))
+    data = Path(__file__).resolve().parent / "data" / "jax-0.10.2-triton"
+    for folder in ("layer_norm_grad_h100", "softmax_concat_h100"):
+        files = choose_module(scan(data / folder), None, str(data / folder))
+        before = xla_log.load(priority_fusion_log(files).path).module_before_fusion
+        replay(hlofuse.loads(before), Options(backend="gpu", pipeline="priority", gpu="h100_sxm"))
+    assert seen["one"] > 1000 and seen["pair"] > 1000, seen
+
+
+def test_structure_keys_ignore_names_and_metadata_but_not_wiring():
+    from hlofuse.cost.structure import node_key, pair_key
+
+    program = Program.from_module(hlofuse.loads("""
+ENTRY e {
+  p = f32[8,16] parameter(0)
+  q = f32[8,16] parameter(1)
+  a = f32[8,16] add(p, q), metadata={op_name="first"}
+  b = f32[8,16] add(q, p), metadata={op_name="second"}
+  c = f32[8,16] add(p, p)
+  m = f32[8,16] multiply(a, p)
+  n = f32[8,16] multiply(b, p)
+  ROOT t = (f32[8,16], f32[8,16], f32[8,16]) tuple(m, n, c)
+}"""))
+    get = program.entry.get
+    assert node_key(get("a")) == node_key(get("b"))  # names, metadata and which parameter: not
+    assert node_key(get("a")) != node_key(get("c"))  # one value read twice is read once
+    assert node_key(get("m")) == node_key(get("n"))
+    assert pair_key(get("a"), get("m")) != pair_key(get("b"), get("n"))  # m reads a's first operand, n b's second

@@ -31,6 +31,7 @@ from ..graph import Node, first_positions
 from ..gpu.config import ERA_PRIORITY, GpuConfig
 from . import durations as dur
 from .analysis import GpuHloCostAnalysis, shape_size
+from .structure import node_key, pair_key
 from .coalescing import coalescing_rate, is_read_coalesced
 from .durations import f32
 from .fusion_analysis import TRITON, FusionAnalysis, LaunchDimensions, analyse, analyse_producer_consumer, \
@@ -192,6 +193,9 @@ class GpuPerformanceModel:
         #: uid → the pair keys it appears in (both caches above), so forgetting a node does
         #: not scan every pair of the graph.
         self._pairs_of: dict[int, set[tuple[int, int]]] = {}
+        #: Run times by structure (hlofuse.cost.structure): the layers of a model repeat the
+        #: same kernels and pairs.  Never invalidated: a key names what the answer depends on.
+        self._by_structure: dict[tuple, tuple] = {}
 
     # -- analyses ------------------------------------------------------------------------
     def analysis(self, node: Node) -> FusionAnalysis:
@@ -252,8 +256,11 @@ class GpuPerformanceModel:
         cached = self._runtime.get(node.uid)
         if cached is not None:
             return cached
-        runtime = self._estimate_instruction(node)
-        self._runtime[node.uid] = runtime
+        key = ("one", node_key(node))
+        found = self._by_structure.get(key)
+        if found is None:
+            found = self._by_structure[key] = (self._estimate_instruction(node),)
+        runtime = self._runtime[node.uid] = found[0]
         return runtime
 
     def _estimate_instruction(self, node: Node) -> RunTime:
@@ -298,11 +305,25 @@ class GpuPerformanceModel:
         return ticks
 
     def fused_runtime(self, producer: Node, consumer: Node, producer_writes_side_output: bool = False) -> RunTime:
-        """EstimateRunTimeForFusionImpl, with all its terms."""
+        """EstimateRunTimeForFusionImpl, with all its terms (remembered by the pair's structure,
+        except for generic Triton pairs: their time depends on whether CanFuse searched a
+        tiling for this very pair)."""
         p_rt = self.estimate(producer)
         c_rt = self.estimate(consumer)
         if p_rt.is_infinite or c_rt.is_infinite:
             return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
+        key = ("pair", pair_key(producer, consumer), producer_writes_side_output)
+        found = self._by_structure.get(key)
+        if found is not None and found[1] is None:
+            return found[0]
+        runtime = self._fused_runtime(producer, consumer, producer_writes_side_output, p_rt, c_rt)
+        analysis = self._pair_analysis.get((producer.uid, consumer.uid))
+        triton = analysis is not None and analysis.kind == TRITON and analysis.backend_kind == "__triton"
+        self._by_structure[key] = (runtime, True if triton else None)
+        return runtime
+
+    def _fused_runtime(self, producer: Node, consumer: Node, producer_writes_side_output: bool,
+                       p_rt: RunTime, c_rt: RunTime) -> RunTime:
         cost = self.cost
         device = self.device
         utilization = 0.0
