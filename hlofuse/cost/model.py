@@ -196,6 +196,8 @@ class GpuPerformanceModel:
         #: Run times by structure (hlofuse.cost.structure): the layers of a model repeat the
         #: same kernels and pairs.  Never invalidated: a key names what the answer depends on.
         self._by_structure: dict[tuple, tuple] = {}
+        #: node keys by uid, with the state they were made from (structure.node_key)
+        self._node_keys: dict[int, tuple] = {}
 
     # -- analyses ------------------------------------------------------------------------
     def analysis(self, node: Node) -> FusionAnalysis:
@@ -213,6 +215,18 @@ class GpuPerformanceModel:
             self._pair_analysis[key] = a
             self._index_pair(key)
         return a
+
+    def pair_kind(self, producer: Node, consumer: Node) -> str:
+        """pair_analysis(producer, consumer).kind, remembered by the pair's structure (the
+        kind is a function of what the fused kernel computes)."""
+        analysis = self._pair_analysis.get((producer.uid, consumer.uid))
+        if analysis is not None:
+            return analysis.kind
+        key = ("kind", pair_key(producer, consumer, self._node_keys))
+        found = self._by_structure.get(key)
+        if found is None:
+            found = self._by_structure[key] = self.pair_analysis(producer, consumer).kind
+        return found
 
     def _index_pair(self, key: tuple[int, int]) -> None:
         pairs_of = self._pairs_of
@@ -256,7 +270,7 @@ class GpuPerformanceModel:
         cached = self._runtime.get(node.uid)
         if cached is not None:
             return cached
-        key = ("one", node_key(node))
+        key = ("one", node_key(node, self._node_keys))
         found = self._by_structure.get(key)
         if found is None:
             found = self._by_structure[key] = (self._estimate_instruction(node),)
@@ -312,7 +326,7 @@ class GpuPerformanceModel:
         c_rt = self.estimate(consumer)
         if p_rt.is_infinite or c_rt.is_infinite:
             return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
-        key = ("pair", pair_key(producer, consumer), producer_writes_side_output)
+        key = ("pair", pair_key(producer, consumer, self._node_keys), producer_writes_side_output)
         found = self._by_structure.get(key)
         if found is not None and found[1] is None:
             return found[0]

@@ -25,10 +25,26 @@ if TYPE_CHECKING:
 _IGNORED = frozenset({"metadata"})
 
 
-def node_key(node: "Node") -> tuple:
+def node_key(node: "Node", known: dict | None = None) -> tuple:
     """`node` as a kernel by itself: its opcode, shape, attributes (a reducer by its
     instructions, a fusion by its body), literal, and each operand's opcode and shape with the
-    position where that operand first appears (a value read twice is read once)."""
+    position where that operand first appears (a value read twice is read once).
+
+    `known`: keys already made, by uid, kept with what they were made from (the node's edit
+    count, which counts operand changes, its body's version and its attributes)."""
+    if known is None:
+        return _node_key(node)
+    body = node.fused
+    state = (node.edits, body, body.version if body is not None else -1, tuple(node.attrs))
+    found = known.get(node.uid)
+    if found is not None and found[0] == state:
+        return found[1]
+    key = _node_key(node)
+    known[node.uid] = (state, key)
+    return key
+
+
+def _node_key(node: "Node") -> tuple:
     operands = node.operands
     first: dict[int, int] = {}
     outside = tuple((op.opcode, op.shape, first.setdefault(op.uid, i)) for i, op in enumerate(operands))
@@ -37,7 +53,7 @@ def node_key(node: "Node") -> tuple:
     return (node.opcode, node.shape, _attrs_key(node, body_key is not None), node.literal, body_key, outside)
 
 
-def pair_key(producer: "Node", consumer: "Node") -> tuple:
+def pair_key(producer: "Node", consumer: "Node", known: dict | None = None) -> tuple:
     """`producer` and `consumer` as a pair: both node keys and how they are wired: for each of
     the consumer's operands, whether it is the producer (or which of its outputs, through a
     get-tuple-element) or the first of the producer's operands that is the same value."""
@@ -52,7 +68,7 @@ def pair_key(producer: "Node", consumer: "Node") -> tuple:
             wiring.append(("G", op.attr("index")))
         else:
             wiring.append(in_producer.get(op.uid, -1))
-    return node_key(producer), node_key(consumer), tuple(wiring)
+    return node_key(producer, known), node_key(consumer, known), tuple(wiring)
 
 
 def _attrs_key(node: "Node", fused: bool) -> tuple:
