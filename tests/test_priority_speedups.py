@@ -274,3 +274,37 @@ ENTRY e {
     assert node_key(get("a")) != node_key(get("c"))  # one value read twice is read once
     assert node_key(get("m")) == node_key(get("n"))
     assert pair_key(get("a"), get("m")) != pair_key(get("b"), get("n"))  # m reads a's first operand, n b's second
+
+
+def test_answers_kept_per_fused_body_follow_the_body_as_it_grows():
+    """Shared memory, unnested reductions and physical transposition of a fusion are kept per
+    version of its body: fusing a reduce and a transposing copy into it changes the answers."""
+    from hlofuse import graph as g
+    from hlofuse.gpu.budget import shared_memory_usage, unnested_reductions
+    from hlofuse.gpu.config import ERA_PRIORITY, GpuConfig
+    from hlofuse.gpu.transposes import is_physically_transposing
+
+    program = Program.from_module(hlofuse.loads("""
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[64,128] parameter(0)
+  t = f32[64,128]{0,1} copy(x)
+  z = f32[] constant(0)
+  r = f32[64] reduce(t, z), dimensions={1}, to_apply=add
+  ROOT n = f32[64] negate(r)
+}"""))
+    cfg = GpuConfig(load_gpu("h100_sxm"), ERA_PRIORITY)
+    entry = program.entry
+    fusion = g.create_fusion(entry.get("n"), "kLoop")
+    before = (shared_memory_usage(fusion, cfg), unnested_reductions(fusion, cfg), is_physically_transposing(fusion))
+    assert before == (0, 0, False)
+    g.fuse_instruction(fusion, entry.get("r"))
+    entry.remove(entry.get("r"))
+    assert shared_memory_usage(fusion, cfg) > 0 and unnested_reductions(fusion, cfg) == 1
+    assert not is_physically_transposing(fusion)
+    g.fuse_instruction(fusion, entry.get("t"))
+    assert is_physically_transposing(fusion)
