@@ -219,13 +219,19 @@ class GpuPerformanceModel:
     def pair_kind(self, producer: Node, consumer: Node) -> str:
         """pair_analysis(producer, consumer).kind, remembered by the pair's structure (the
         kind is a function of what the fused kernel computes)."""
+        return self.pair_kinds(producer, consumer)[0]
+
+    def pair_kinds(self, producer: Node, consumer: Node) -> tuple[str, str]:
+        """(kind, backend_kind) of pair_analysis(producer, consumer), remembered by the pair's
+        structure."""
         analysis = self._pair_analysis.get((producer.uid, consumer.uid))
         if analysis is not None:
-            return analysis.kind
+            return analysis.kind, analysis.backend_kind
         key = ("kind", pair_key(producer, consumer, self._node_keys))
         found = self._by_structure.get(key)
         if found is None:
-            found = self._by_structure[key] = self.pair_analysis(producer, consumer).kind
+            analysis = self.pair_analysis(producer, consumer)
+            found = self._by_structure[key] = (analysis.kind, analysis.backend_kind)
         return found
 
     def _index_pair(self, key: tuple[int, int]) -> None:
