@@ -204,7 +204,7 @@ def test_tiling_searches_are_remembered_by_structure_not_by_name():
 
 
 def test_run_times_remembered_by_structure_equal_the_ones_computed_afresh(monkeypatch):
-    """Every run time and fused run time the model answers from its structural memo, during
+    """Every run time, fused run time and tiling the model answers from its structural memo, during
     priority replays of a generated module (two GPUs, one with Triton) and of real Triton
     dumps, equals the one computed for that very node or pair."""
     import sys
@@ -216,7 +216,9 @@ def test_run_times_remembered_by_structure_equal_the_ones_computed_afresh(monkey
 
     model_class = cost_model.GpuPerformanceModel
     estimate, fused_runtime = model_class.estimate, model_class.fused_runtime
-    seen = {"one": 0, "pair": 0}
+    from hlofuse.cost import tiled
+
+    seen = {"one": 0, "pair": 0, "tiling": 0}
 
     def checked_estimate(self, node):
         if self.cached_runtime(node) is not None:  # (kept per node until invalidated, as XLA keeps it)
@@ -236,8 +238,21 @@ def test_run_times_remembered_by_structure_equal_the_ones_computed_afresh(monkey
             seen["pair"] += 1
         return found
 
+    triton_tiling = model_class.triton_tiling
+
+    def checked_triton_tiling(self, producer, consumer):
+        fresh = (producer.uid, consumer.uid) not in self._triton
+        found = triton_tiling(self, producer, consumer)
+        if fresh:
+            program = consumer.graph.program
+            assert found == tiled.best_tiled(self, self.pair_analysis(producer, consumer).node, program), \
+                (producer.name, consumer.name)
+            seen["tiling"] += 1
+        return found
+
     monkeypatch.setattr(model_class, "estimate", checked_estimate)
     monkeypatch.setattr(model_class, "fused_runtime", checked_fused_runtime)
+    monkeypatch.setattr(model_class, "triton_tiling", checked_triton_tiling)
     repo = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(repo / "bench"))
     try:
@@ -252,7 +267,7 @@ def test_run_times_remembered_by_structure_equal_the_ones_computed_afresh(monkey
         files = choose_module(scan(data / folder), None, str(data / folder))
         before = xla_log.load(priority_fusion_log(files).path).module_before_fusion
         replay(hlofuse.loads(before), Options(backend="gpu", pipeline="priority", gpu="h100_sxm"))
-    assert seen["one"] > 1000 and seen["pair"] > 1000, seen
+    assert seen["one"] > 1000 and seen["pair"] > 1000 and seen["tiling"] > 20, seen
 
 
 def test_structure_keys_ignore_names_and_metadata_but_not_wiring():

@@ -37,7 +37,7 @@ from .durations import f32
 from .fusion_analysis import TRITON, FusionAnalysis, LaunchDimensions, analyse, analyse_producer_consumer, \
     launch_dimensions
 from .profiles import profile_for
-from .tiled import BestTiling, best_tiled, estimate_tiled, triton_tiling
+from .tiled import NO_VALID_TILINGS, BestTiling, best_tiled, estimate_tiled, triton_tiling
 
 #: kKernelLaunchOverhead: 1 µs per kernel.
 KERNEL_LAUNCH_OVERHEAD = dur.from_microseconds(1.0)
@@ -389,8 +389,15 @@ class GpuPerformanceModel:
         key = (producer.uid, consumer.uid)
         found = self._triton.get(key)
         if found is None:
-            program = consumer.graph.program if consumer.graph is not None else None
-            found = best_tiled(self, self.pair_analysis(producer, consumer).node, program)
+            # remembered by the pair's structure too (no scratch fusion built to look the
+            # answer up), except a reason naming an instruction of this very pair
+            by_structure = ("tiling", pair_key(producer, consumer, self._node_keys))
+            found = self._by_structure.get(by_structure)
+            if found is None:
+                program = consumer.graph.program if consumer.graph is not None else None
+                found = best_tiled(self, self.pair_analysis(producer, consumer).node, program)
+                if found.found or found.reason == NO_VALID_TILINGS:
+                    self._by_structure[by_structure] = found
             self._triton[key] = found
             self._index_pair(key)
             if found.found:
