@@ -528,6 +528,19 @@ def remove_operand_at(node: Node, index: int) -> None:
 # ------------------------------------------------------------------------------------------
 
 
+class ProgramMemo:
+    """What a replay of one program learns once and reuses: answers that are functions of a
+    structure (no node identity), so they stay true while the program is edited."""
+
+    __slots__ = ("tilings", "structures")
+
+    def __init__(self) -> None:
+        #: hlofuse.cost.tiled.best_tiled by (device, profile, structure_key of the fusion).
+        self.tilings: dict[tuple, object] = {}
+        #: A fused body's structure (hlofuse.cost.structure) → a small number standing for it.
+        self.structures: dict[tuple, int] = {}
+
+
 class Program:
     """A module being rewritten: its graphs (computations), entry, and name tables."""
 
@@ -554,6 +567,9 @@ class Program:
         #: Whether any instruction has control predecessors (almost never before fusion): only
         #: then do edits keep control edges pointing at live instructions.
         self.has_control = False
+        #: Answers that depend only on the structure of what is asked about, remembered for the
+        #: program's life (ProgramMemo).
+        self.memo = ProgramMemo()
 
     def next_uid(self) -> int:
         self._uid += 1
@@ -593,6 +609,7 @@ class Program:
             graph.parameters = []
         self.made_graphs = []
         self.locations = {}
+        self.memo = ProgramMemo()
         self.graphs = {}
         self.entry = None
         self.__dict__.pop("_callees", None)

@@ -134,3 +134,192 @@ def test_pairs_analysed_across_the_boundary_match_the_built_pair(monkeypatch):
                 assert runner.invoke(main, ["fuse", str(program), "--json"]).exit_code == 0
     kinds = set(compared)
     assert len(compared) > 500 and {"kReduction", "kTranspose", "kConcatenate", "kLoop"} <= kinds, kinds
+
+
+_TWO_READERS = """
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+add_again {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+norm {
+  x = f32[64,256] parameter(0)
+  y = f32[64,256] parameter(1)
+  z = f32[] constant(0)
+  m = f32[64,256] multiply(x, y)
+  r = f32[64] reduce(m, z), dimensions={1}, to_apply=%REDUCER
+  b = f32[64,256] broadcast(r), dimensions={0}
+  ROOT d = f32[64,256] divide(x, b)
+}
+norm2 {
+  x = f32[64,256] parameter(0)
+  y = f32[64,256] parameter(1)
+  z = f32[] constant(0)
+  m = f32[64,256] multiply(x, y)
+  r = f32[64] reduce(m, z), dimensions={1}, to_apply=%REDUCER
+  b = f32[64,256] broadcast(r), dimensions={0}
+  ROOT d = f32[64,256] divide(x, b)
+}
+ENTRY e {
+  p = f32[64,256] parameter(0)
+  q = f32[64,256] parameter(1)
+  same = f32[64,256] fusion(p, p), kind=kCustom, calls=norm
+  other = f32[64,256] fusion(p, q), kind=kCustom, calls=norm2
+  ROOT t = (f32[64,256], f32[64,256]) tuple(same, other)
+}"""
+
+
+def test_tiling_searches_are_remembered_by_structure_not_by_name():
+    """The Triton tiling search is remembered per program by the fused computation's structure:
+    two fusions that differ only in names share one answer, equal to a fresh search; binding
+    one operand twice (read once) or a reducer that computes something else is another key."""
+    from hlofuse.cost import tiled
+
+    def program(reducer="add"):
+        return Program.from_module(hlofuse.loads(_TWO_READERS.replace("%REDUCER", reducer)))
+
+    model = cost_model.GpuPerformanceModel(load_gpu("h100_sxm"))
+    one, again = program(), program("add_again")
+    key = tiled.structure_key(one.entry.get("same"), one)
+    assert key == tiled.structure_key(again.entry.get("same"), again)  # a reducer's name is not its structure
+    assert key != tiled.structure_key(one.entry.get("other"), one)  # p read twice vs p and q
+    for name in ("same", "other"):
+        fusion = one.entry.get(name)
+        infinite = cost_model.RunTime(0, 0, 0, 0, 0, 0, cost_model.dur.INFINITE)
+        fresh = tiled._search(model, fusion, one, infinite)
+        assert tiled.best_tiled(model, fusion, one) == fresh
+        assert tiled.best_tiled(model, fusion, one) is tiled.best_tiled(model, fusion, one)  # remembered
+    assert len(one.memo.tilings) == 2
+    remembered = tiled.best_tiled(model, again.entry.get("same"), again)
+    assert remembered == tiled.best_tiled(model, one.entry.get("same"), one)
+    changed = Program.from_module(hlofuse.loads(_TWO_READERS.replace("%REDUCER", "add")
+                                                .replace("ROOT s = f32[] add(a, b)\n}\nadd_again",
+                                                         "ROOT s = f32[] multiply(a, b)\n}\nadd_again")))
+    assert tiled.structure_key(changed.entry.get("same"), changed) != key
+
+
+def test_run_times_remembered_by_structure_equal_the_ones_computed_afresh(monkeypatch):
+    """Every run time, fused run time and tiling the model answers from its structural memo, during
+    priority replays of a generated module (two GPUs, one with Triton) and of real Triton
+    dumps, equals the one computed for that very node or pair."""
+    import sys
+    from pathlib import Path
+
+    from hlofuse import xla_log
+    from hlofuse.dumpdir import choose_module, priority_fusion_log, scan
+    from hlofuse.pipeline import Options, replay
+
+    model_class = cost_model.GpuPerformanceModel
+    estimate, fused_runtime = model_class.estimate, model_class.fused_runtime
+    from hlofuse.cost import tiled
+
+    seen = {"one": 0, "pair": 0, "tiling": 0}
+
+    def checked_estimate(self, node):
+        if self.cached_runtime(node) is not None:  # (kept per node until invalidated, as XLA keeps it)
+            return estimate(self, node)
+        found = estimate(self, node)
+        # (a model of its own: asking this one would bring its analyses up to date early)
+        fresh = model_class(self.device, self.config, self.cost.concat_penalty)
+        assert found == fresh._estimate_instruction(node), node.name
+        seen["one"] += 1
+        return found
+
+    def checked_fused_runtime(self, producer, consumer, side_output=False):
+        found = fused_runtime(self, producer, consumer, side_output)
+        if not found.is_infinite:
+            assert found == self._fused_runtime(producer, consumer, side_output, estimate(self, producer),
+                                                estimate(self, consumer)), (producer.name, consumer.name)
+            seen["pair"] += 1
+        return found
+
+    triton_tiling = model_class.triton_tiling
+
+    def checked_triton_tiling(self, producer, consumer):
+        fresh = (producer.uid, consumer.uid) not in self._triton
+        found = triton_tiling(self, producer, consumer)
+        if fresh:
+            program = consumer.graph.program
+            assert found == tiled.best_tiled(self, self.pair_analysis(producer, consumer).node, program), \
+                (producer.name, consumer.name)
+            seen["tiling"] += 1
+        return found
+
+    monkeypatch.setattr(model_class, "estimate", checked_estimate)
+    monkeypatch.setattr(model_class, "fused_runtime", checked_fused_runtime)
+    monkeypatch.setattr(model_class, "triton_tiling", checked_triton_tiling)
+    repo = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(repo / "bench"))
+    try:
+        import replay_speed
+    finally:
+        sys.path.remove(str(repo / "bench"))
+    module = hlofuse.loads(replay_speed.generate_for("priority", 2000))
+    for gpu in ("rtx2080ti", "h100_sxm"):
+        replay(module, Options(**{**replay_speed.PIPELINES["priority"], "gpu": gpu}))
+    data = Path(__file__).resolve().parent / "data" / "jax-0.10.2-triton"
+    for folder in ("layer_norm_grad_h100", "softmax_concat_h100"):
+        files = choose_module(scan(data / folder), None, str(data / folder))
+        before = xla_log.load(priority_fusion_log(files).path).module_before_fusion
+        replay(hlofuse.loads(before), Options(backend="gpu", pipeline="priority", gpu="h100_sxm"))
+    assert seen["one"] > 1000 and seen["pair"] > 1000 and seen["tiling"] > 20, seen
+
+
+def test_structure_keys_ignore_names_and_metadata_but_not_wiring():
+    from hlofuse.cost.structure import node_key, pair_key
+
+    program = Program.from_module(hlofuse.loads("""
+ENTRY e {
+  p = f32[8,16] parameter(0)
+  q = f32[8,16] parameter(1)
+  a = f32[8,16] add(p, q), metadata={op_name="first"}
+  b = f32[8,16] add(q, p), metadata={op_name="second"}
+  c = f32[8,16] add(p, p)
+  m = f32[8,16] multiply(a, p)
+  n = f32[8,16] multiply(b, p)
+  ROOT t = (f32[8,16], f32[8,16], f32[8,16]) tuple(m, n, c)
+}"""))
+    get = program.entry.get
+    assert node_key(get("a")) == node_key(get("b"))  # names, metadata and which parameter: not
+    assert node_key(get("a")) != node_key(get("c"))  # one value read twice is read once
+    assert node_key(get("m")) == node_key(get("n"))
+    assert pair_key(get("a"), get("m")) != pair_key(get("b"), get("n"))  # m reads a's first operand, n b's second
+
+
+def test_answers_kept_per_fused_body_follow_the_body_as_it_grows():
+    """Shared memory, unnested reductions and physical transposition of a fusion are kept per
+    version of its body: fusing a reduce and a transposing copy into it changes the answers."""
+    from hlofuse import graph as g
+    from hlofuse.gpu.budget import shared_memory_usage, unnested_reductions
+    from hlofuse.gpu.config import ERA_PRIORITY, GpuConfig
+    from hlofuse.gpu.transposes import is_physically_transposing
+
+    program = Program.from_module(hlofuse.loads("""
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[64,128] parameter(0)
+  t = f32[64,128]{0,1} copy(x)
+  z = f32[] constant(0)
+  r = f32[64] reduce(t, z), dimensions={1}, to_apply=add
+  ROOT n = f32[64] negate(r)
+}"""))
+    cfg = GpuConfig(load_gpu("h100_sxm"), ERA_PRIORITY)
+    entry = program.entry
+    fusion = g.create_fusion(entry.get("n"), "kLoop")
+    before = (shared_memory_usage(fusion, cfg), unnested_reductions(fusion, cfg), is_physically_transposing(fusion))
+    assert before == (0, 0, False)
+    g.fuse_instruction(fusion, entry.get("r"))
+    entry.remove(entry.get("r"))
+    assert shared_memory_usage(fusion, cfg) > 0 and unnested_reductions(fusion, cfg) == 1
+    assert not is_physically_transposing(fusion)
+    g.fuse_instruction(fusion, entry.get("t"))
+    assert is_physically_transposing(fusion)

@@ -31,12 +31,13 @@ from ..graph import Node, first_positions
 from ..gpu.config import ERA_PRIORITY, GpuConfig
 from . import durations as dur
 from .analysis import GpuHloCostAnalysis, shape_size
+from .structure import node_key, pair_key
 from .coalescing import coalescing_rate, is_read_coalesced
 from .durations import f32
 from .fusion_analysis import TRITON, FusionAnalysis, LaunchDimensions, analyse, analyse_producer_consumer, \
     launch_dimensions
 from .profiles import profile_for
-from .tiled import BestTiling, best_tiled, estimate_tiled, triton_tiling
+from .tiled import NO_VALID_TILINGS, BestTiling, best_tiled, estimate_tiled, triton_tiling
 
 #: kKernelLaunchOverhead: 1 µs per kernel.
 KERNEL_LAUNCH_OVERHEAD = dur.from_microseconds(1.0)
@@ -192,6 +193,11 @@ class GpuPerformanceModel:
         #: uid → the pair keys it appears in (both caches above), so forgetting a node does
         #: not scan every pair of the graph.
         self._pairs_of: dict[int, set[tuple[int, int]]] = {}
+        #: Run times by structure (hlofuse.cost.structure): the layers of a model repeat the
+        #: same kernels and pairs.  Never invalidated: a key names what the answer depends on.
+        self._by_structure: dict[tuple, tuple] = {}
+        #: node keys by uid, with the state they were made from (structure.node_key)
+        self._node_keys: dict[int, tuple] = {}
 
     # -- analyses ------------------------------------------------------------------------
     def analysis(self, node: Node) -> FusionAnalysis:
@@ -209,6 +215,24 @@ class GpuPerformanceModel:
             self._pair_analysis[key] = a
             self._index_pair(key)
         return a
+
+    def pair_kind(self, producer: Node, consumer: Node) -> str:
+        """pair_analysis(producer, consumer).kind, remembered by the pair's structure (the
+        kind is a function of what the fused kernel computes)."""
+        return self.pair_kinds(producer, consumer)[0]
+
+    def pair_kinds(self, producer: Node, consumer: Node) -> tuple[str, str]:
+        """(kind, backend_kind) of pair_analysis(producer, consumer), remembered by the pair's
+        structure."""
+        analysis = self._pair_analysis.get((producer.uid, consumer.uid))
+        if analysis is not None:
+            return analysis.kind, analysis.backend_kind
+        key = ("kind", pair_key(producer, consumer, self._node_keys))
+        found = self._by_structure.get(key)
+        if found is None:
+            analysis = self.pair_analysis(producer, consumer)
+            found = self._by_structure[key] = (analysis.kind, analysis.backend_kind)
+        return found
 
     def _index_pair(self, key: tuple[int, int]) -> None:
         pairs_of = self._pairs_of
@@ -252,8 +276,11 @@ class GpuPerformanceModel:
         cached = self._runtime.get(node.uid)
         if cached is not None:
             return cached
-        runtime = self._estimate_instruction(node)
-        self._runtime[node.uid] = runtime
+        key = ("one", node_key(node, self._node_keys))
+        found = self._by_structure.get(key)
+        if found is None:
+            found = self._by_structure[key] = (self._estimate_instruction(node),)
+        runtime = self._runtime[node.uid] = found[0]
         return runtime
 
     def _estimate_instruction(self, node: Node) -> RunTime:
@@ -298,11 +325,25 @@ class GpuPerformanceModel:
         return ticks
 
     def fused_runtime(self, producer: Node, consumer: Node, producer_writes_side_output: bool = False) -> RunTime:
-        """EstimateRunTimeForFusionImpl, with all its terms."""
+        """EstimateRunTimeForFusionImpl, with all its terms (remembered by the pair's structure,
+        except for generic Triton pairs: their time depends on whether CanFuse searched a
+        tiling for this very pair)."""
         p_rt = self.estimate(producer)
         c_rt = self.estimate(consumer)
         if p_rt.is_infinite or c_rt.is_infinite:
             return RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
+        key = ("pair", pair_key(producer, consumer, self._node_keys), producer_writes_side_output)
+        found = self._by_structure.get(key)
+        if found is not None and found[1] is None:
+            return found[0]
+        runtime = self._fused_runtime(producer, consumer, producer_writes_side_output, p_rt, c_rt)
+        analysis = self._pair_analysis.get((producer.uid, consumer.uid))
+        triton = analysis is not None and analysis.kind == TRITON and analysis.backend_kind == "__triton"
+        self._by_structure[key] = (runtime, True if triton else None)
+        return runtime
+
+    def _fused_runtime(self, producer: Node, consumer: Node, producer_writes_side_output: bool,
+                       p_rt: RunTime, c_rt: RunTime) -> RunTime:
         cost = self.cost
         device = self.device
         utilization = 0.0
@@ -348,8 +389,15 @@ class GpuPerformanceModel:
         key = (producer.uid, consumer.uid)
         found = self._triton.get(key)
         if found is None:
-            program = consumer.graph.program if consumer.graph is not None else None
-            found = best_tiled(self, self.pair_analysis(producer, consumer).node, program)
+            # remembered by the pair's structure too (no scratch fusion built to look the
+            # answer up), except a reason naming an instruction of this very pair
+            by_structure = ("tiling", pair_key(producer, consumer, self._node_keys))
+            found = self._by_structure.get(by_structure)
+            if found is None:
+                program = consumer.graph.program if consumer.graph is not None else None
+                found = best_tiled(self, self.pair_analysis(producer, consumer).node, program)
+                if found.found or found.reason == NO_VALID_TILINGS:
+                    self._by_structure[by_structure] = found
             self._triton[key] = found
             self._index_pair(key)
             if found.found:

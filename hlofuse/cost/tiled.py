@@ -222,13 +222,33 @@ class BestTiling:
 
 def best_tiled(model: "GpuPerformanceModel", fusion: "Node", program=None) -> BestTiling:
     """TryFindBestTilingForFusion: the fastest valid tiling of `fusion` (a pair's scratch
-    fusion: `program` is the replayed program, which holds the reducers)."""
+    fusion: `program` is the replayed program, which holds the reducers).
+
+    The answer is a function of the fused computation's structure, its operands' shapes and
+    which parameters read the same operand, and the device: the program remembers it by that
+    structure (`structure_key`), so the layers of a model, which repeat the same fusions,
+    search once."""
     from .model import RunTime
 
     infinite = RunTime(0, 0, 0, 0, 0, 0, dur.INFINITE)
-    reason = untileable_reason(fusion)
+    reason = untileable_reason(fusion)  # (names the instruction: not remembered by structure)
     if reason is not None:
         return BestTiling(infinite, (), 1, reason)
+    program = program or _program_of(fusion)
+    memo = program.memo.tilings if program is not None else None
+    key = None
+    if memo is not None:
+        key = (model.device, model.cost.profile.name, structure_key(fusion, program))
+        found = memo.get(key)
+        if found is not None:
+            return found
+    best = _search(model, fusion, program, infinite)
+    if memo is not None:
+        memo[key] = best
+    return best
+
+
+def _search(model: "GpuPerformanceModel", fusion: "Node", program, infinite: "RunTime") -> BestTiling:
     best: BestTiling | None = None
     limit = _REGISTER_FRACTION * model.device.registers_per_block_limit
     symbolic = SymbolicTiling(fusion)
@@ -248,3 +268,45 @@ def best_tiled(model: "GpuPerformanceModel", fusion: "Node", program=None) -> Be
     if best is None:
         return BestTiling(infinite, (), 1, NO_VALID_TILINGS)
     return best
+
+
+def structure_key(fusion: "Node", program=None) -> tuple:
+    """What the tiling search of `fusion` depends on, without names: its instructions in post
+    order (opcode, shape, attributes but metadata, literal, operands by position in that
+    order), each parameter's number, the shape of the operand it binds and the first parameter
+    bound to the same operand (reads of one operand are counted once), and the root.  Equal
+    keys mean equal fusions up to names, so equal searches.  A reducer (`to_apply`, looked up
+    in `program`) is named by what FlopsPerElement reads of it: its instructions' opcodes and
+    shapes (XLA clones reducers, so equal ones have many names)."""
+    body = fusion.fused
+    operands = fusion.operands
+    position: dict[int, int] = {}
+    first_binding: dict[int, int] = {}
+    parts = []
+    for node in body.post_order():
+        position[node.uid] = len(parts)
+        if node.opcode == "parameter":
+            n = node.parameter_number
+            outside = operands[n]
+            parts.append((n, node.shape, outside.shape, first_binding.setdefault(outside.uid, n)))
+            continue
+        attrs = node.attrs
+        if attrs:
+            attrs = tuple(a if a[0] != "to_apply" else ("to_apply", _reducer_key(program, a[1]))
+                          for a in attrs if a[0] != "metadata")
+        parts.append((node.opcode, node.shape, tuple(position[op.uid] for op in node.operands), attrs or (),
+                      node.literal))
+    return tuple(parts), position[body.root.uid]
+
+
+def _reducer_key(program, name: str):
+    """A reducer as flops_per_element sees it, or its name where that would not be all."""
+    reducer = program.graphs.get(name.strip().lstrip("%")) if program is not None else None
+    if reducer is None:
+        return name
+    key = []
+    for inner in reducer.nodes():
+        if inner.opcode not in _INDEXING_ONLY and not is_elementwise(inner):
+            return name  # (a reduce or concatenate in a reducer: its own attributes count)
+        key.append((inner.opcode, inner.shape.element_type))
+    return tuple(key)

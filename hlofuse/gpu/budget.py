@@ -5,7 +5,7 @@ or facts describing the excess."""
 
 from __future__ import annotations
 
-from ..graph import Node
+from ..graph import Node, graph_cache
 from .config import GpuConfig
 from .reductions import is_contiguous_reduction, reduction_dimensions
 from .shapes import byte_width, subshape_count
@@ -22,7 +22,13 @@ def shared_memory_usage(node: Node, cfg: GpuConfig) -> int:
     row reduction needs 32 elements per output (2024: of operand 0's type; 2026: of all inputs),
     a column reduction a 4x32x33 tile (2026: 32x129), a tiled transpose a 32x33 tile."""
     if node.opcode == "fusion" and node.fused is not None:
-        return sum(shared_memory_usage(n, cfg) for n in node.fused.nodes())
+        # remembered per version of the body: asked for every pair a growing fusion is part of
+        cache = graph_cache(node.fused)
+        key = ("shared memory", cfg.token)
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = sum(shared_memory_usage(n, cfg) for n in node.fused.nodes())
+        return found
     if node.opcode == "reduce" and is_contiguous_reduction(node, cfg):
         dims = reduction_dimensions(node)
         if cfg.legacy:
@@ -48,7 +54,12 @@ def unnested_reductions(node: Node, cfg: GpuConfig) -> int:
     if node.opcode == "reduce" and is_contiguous_reduction(node, cfg):
         return 1
     if node.opcode == "fusion" and node.fused is not None:
-        return sum(unnested_reductions(n, cfg) for n in node.fused.nodes())
+        cache = graph_cache(node.fused)
+        key = ("unnested reductions", cfg.token)
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = sum(unnested_reductions(n, cfg) for n in node.fused.nodes())
+        return found
     return 0
 
 

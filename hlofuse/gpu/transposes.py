@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..attributes import dimensions
-from ..graph import Node
+from ..graph import Node, graph_cache
 from ..ir import Shape
 from .config import GpuConfig
 from .shapes import bit_width, byte_width, elements_recursive, is_monotonic_dim0_major, transpose_is_bitcast
@@ -157,7 +157,11 @@ def is_physically_transposing(node: Node) -> bool:
     """IsPhysicallyTransposing: a copy (any copy) or a transpose that is not a bitcast, or a
     fusion containing one; reading through it defeats coalescing."""
     if node.opcode == "fusion" and node.fused is not None:
-        if any(is_physically_transposing(n) for n in node.fused.nodes()):
+        cache = graph_cache(node.fused)  # (per version of the body)
+        found = cache.get("physically transposing")
+        if found is None:
+            found = cache["physically transposing"] = any(is_physically_transposing(n) for n in node.fused.nodes())
+        if found:
             return True
     if node.opcode == "copy":
         return True

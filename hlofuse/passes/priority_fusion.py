@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 from .. import graph as g
 from ..cost import GpuPerformanceModel
 from ..cost import durations as dur
-from ..cost.fusion_analysis import TRITON
+from ..cost.fusion_analysis import FUSION_KIND_OF_EMITTER, TRITON
 from ..cost.model import KERNEL_LAUNCH_OVERHEAD, RunTimes
 from ..decision import Decision, Verdict
 from ..gpu.config import ERA_PRIORITY, GpuConfig
@@ -295,8 +295,8 @@ class PriorityFusionRun:
 
     # -- fusing (PriorityFusion::Fuse) -------------------------------------------------------
     def fuse(self, producer: "Node", consumer: "Node") -> "Node":
-        analysis = self.model.pair_analysis(producer, consumer)
-        kind = analysis.fusion_kind
+        emitter, backend_kind = self.model.pair_kinds(producer, consumer)
+        kind = FUSION_KIND_OF_EMITTER[emitter]
         if consumer.opcode != "fusion":
             fusion = g.create_fusion(consumer, kind)
         else:
@@ -304,7 +304,7 @@ class PriorityFusionRun:
             if fusion.fusion_kind != kind:
                 fusion.fusion_kind = kind
         tiling = None
-        if analysis.kind == TRITON and analysis.backend_kind == "__triton":
+        if emitter == TRITON and backend_kind == "__triton":
             best = self.model.triton_tiling(producer, consumer)
             source = consumer if pf.is_generic_triton_fusion(consumer) else producer
             tiling = (source, best.tile, best.warps)

@@ -120,8 +120,8 @@ def read_coalescing(c: Candidate):
         ROOT r = f32[64] reduce(t, zero), dimensions={1}, to_apply=add
     Relaxing: a performance trade: the fused reduction reads uncoalesced memory.
     """
-    cfg = gpu_config(c.ctx)
-    if not is_input_fusible_reduction(c.consumer, cfg) or not is_physically_transposing(c.producer):
+    # (the cheaper question first: most producers transpose nothing)
+    if not is_physically_transposing(c.producer) or not is_input_fusible_reduction(c.consumer, gpu_config(c.ctx)):
         return None
     return objection(producer=c.producer.name, opcode=c.producer.opcode, consumer=c.consumer.name)
 

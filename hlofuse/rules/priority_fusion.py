@@ -395,9 +395,9 @@ def reduction_to_loop(c: Candidate):
     producer_kind = state.model.analysis(c.producer).kind
     if producer_kind != REDUCTION:
         return None
-    fused = state.model.pair_analysis(c.producer, c.consumer)
-    if fused.kind != LOOP:
+    if state.model.pair_kind(c.producer, c.consumer) != LOOP:
         return None
+    fused = state.model.pair_analysis(c.producer, c.consumer)
     hero = fused.roots[0] if fused.roots else c.consumer
     return objection(producer=c.producer.name, consumer=c.consumer.name, hero=f"{hero.name} ({hero.opcode})")
 
