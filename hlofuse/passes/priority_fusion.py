@@ -40,7 +40,7 @@ from ..cost import GpuPerformanceModel
 from ..cost import durations as dur
 from ..cost.fusion_analysis import FUSION_KIND_OF_EMITTER, TRITON
 from ..cost.model import KERNEL_LAUNCH_OVERHEAD, RunTimes
-from ..decision import Decision, Verdict
+from ..decision import Decision
 from ..gpu.config import ERA_PRIORITY, GpuConfig
 from ..gpu.fusible import fusible_computations
 from ..gpu.properties import is_fusible as hlo_is_fusible
