@@ -408,3 +408,10 @@ def test_automatic_predictions_stay_within_their_time_budget():
     assert any(g.fix is not None for g in forced.groups)
     quick = triage(ex, TriageOptions(jobs=1), replay_seconds=0.01)
     assert any(g.fix is not None for g in quick.groups)
+
+
+def test_a_relaxable_group_says_once_why_it_was_not_predicted():
+    result = CliRunner().invoke(main, ["explain", str(REPO / "sample_dumps/gpu-legacy-h100/softmax"), "--no-predict"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "is relaxable" in line]
+    assert lines and all("--no-predict" in line and line.count("not predicted") == 1 for line in lines), lines

@@ -143,7 +143,9 @@ def print_groups(ex, console: Console, *, top: int | None = DEFAULT_TOP) -> None
             _say(console, f"relaxing {g.rule} (predicted by a replay): {g.fix.words(total)}", indent=pad + "  ",
                  first=pad)
         elif g.relaxable:
-            _say(console, f"{g.rule} is relaxable: not predicted ({ex.predictions or 'no replay'})", "dim",
+            why = ex.predictions or "no replay"
+            _say(console, f"{g.rule} is relaxable: " + (why if why.startswith("not predicted")
+                                                          else f"not predicted ({why})"), "dim",
                  indent=pad + "  ", first=pad)
         if g.hint:
             if g.hint in said:
