@@ -19,21 +19,15 @@ What each shows (XLA's result):
                        4: the reduced dimension is split, its index s0 * 32 + d0 is tiled
 """
 
-import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import topologies
 
-HERE = Path(__file__).resolve().parent
-SPECS = HERE.parent.parent.parent / "hlofuse" / "data" / "gpu_specs"
-PASS_RE = "^(variadic-op-splitter|priority-fusion|multi_output_fusion)$"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import deviceless  # noqa: E402 (tests/data/deviceless.py)
+
 F32 = jnp.float32
 
 
@@ -62,53 +56,12 @@ def cls_token_norm(x, w, cls, pos, g, b):
 
 
 PROGRAMS = {
-    "ln_sum_merged": (ln_sum_merged, [(4, 32, 64), (64,), (64,)]),
-    "ln_sum_kept": (ln_sum_kept, [(4, 32, 64), (64,), (64,)]),
-    "ln_split_sum": (ln_split_sum, [(128, 64), (64,), (64,)]),
-    "cls_token_norm": (cls_token_norm, [(256, 48), (48, 64), (1, 1, 64), (65, 64), (64,), (64,)]),
+    "ln_sum_merged": ("h100_sxm", ln_sum_merged, [(4, 32, 64), (64,), (64,)]),
+    "ln_sum_kept": ("h100_sxm", ln_sum_kept, [(4, 32, 64), (64,), (64,)]),
+    "ln_split_sum": ("h100_sxm", ln_split_sum, [(128, 64), (64,), (64,)]),
+    "cls_token_norm": ("h100_sxm", cls_token_norm, [(256, 48), (48, 64), (1, 1, 64), (65, 64), (64,), (64,)]),
 }
 
 
-def compile_one(name: str, dump: str) -> None:
-    fn, shapes = PROGRAMS[name]
-    topo = topologies.get_topology_desc(platform="cuda", target_config=(SPECS / "h100_sxm.txtpb").read_text(),
-                                        topology="1x1x1")
-    sharding = jax.sharding.SingleDeviceSharding(topo.devices[0])
-    args = [jax.ShapeDtypeStruct(s, F32, sharding=sharding) for s in shapes]
-    jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).compile(
-        compiler_options={"xla_dump_to": dump, "xla_dump_hlo_pass_re": PASS_RE})
-
-
-def keep(dump: Path, out: Path) -> None:
-    """The snapshot before fusion, the last one of the fusion pipeline and XLA's log."""
-    names = sorted(p.name for p in dump.iterdir())
-    fusion = [n for n in names if re.search(r"\.\d{4}\.fusion\.after_", n)]
-    before = [n for n in fusion if n.endswith(".before_variadic-op-splitter.txt")]
-    last = max(fusion, key=lambda n: int(re.search(r"\.(\d{4})\.fusion\.", n).group(1)))
-    log = [n for n in names if n.endswith(".priority_fusion_dump.txt")]
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir()
-    for name in before[:1] + [last] + log:
-        shutil.copy(dump / name, out / name)
-
-
-def main(argv: list[str]) -> int:
-    if jax.__version__ != "0.10.2":
-        sys.exit(f"wants jax 0.10.2, this interpreter has {jax.__version__}")
-    if argv[:1] == ["--one"]:
-        # Source paths in the dumps' metadata: relative to the repository root.
-        jax.config.update("jax_hlo_source_file_canonicalization_regex", "^" + re.escape(str(HERE.parents[2]) + "/"))
-        compile_one(argv[1], argv[2])
-        return 0
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "3"}
-    for name in argv or PROGRAMS:
-        # one process per program, so XLA numbers its module 1
-        with tempfile.TemporaryDirectory() as dump:
-            subprocess.run([sys.executable, __file__, "--one", name, dump], check=True, env=env)
-            keep(Path(dump), HERE / name)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(deviceless.main(__file__, PROGRAMS, sys.argv[1:]))
