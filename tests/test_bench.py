@@ -194,10 +194,14 @@ CPU_SOFTMAX = SAMPLES / "cpu" / "softmax"
 
 
 def _jax_python() -> str | None:
-    """A Python with JAX for the comparison: HLOFUSE_JAX_PYTHON, or the samples' virtualenv."""
+    """A Python with JAX for the comparison: HLOFUSE_JAX_PYTHON, the samples' virtualenv, or
+    this one when it has JAX (CI installs the jax extra)."""
+    import importlib.util
     import os
+    import sys
 
-    for candidate in (os.environ.get("HLOFUSE_JAX_PYTHON"), REPO / ".venv-samples-current" / "bin" / "python"):
+    here = sys.executable if importlib.util.find_spec("jax") is not None else None
+    for candidate in (os.environ.get("HLOFUSE_JAX_PYTHON"), REPO / ".venv-samples-current" / "bin" / "python", here):
         if candidate and Path(candidate).exists():
             return str(candidate)
     return None
