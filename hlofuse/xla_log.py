@@ -137,7 +137,11 @@ class FusionLog:
     def verdict(self, producer: Iterable[str] | str, consumer: Iterable[str] | str) -> XlaVerdict | None:
         """What XLA logged about fusing `producer` into `consumer`.  Each side is a name or the
         input-module instructions it stands for (a kernel's members); None when the log never
-        mentions the producer."""
+        mentions the producer.  A refusal is the last line XLA logged for the producer as it
+        finally stood: PriorityFusion recomputes a producer's priority, logging
+        `producer_ineligible` again, whenever one of its users is fused (OnFusingInstruction
+        queues the new fusion's operands), so an earlier line may be about a smaller producer
+        (a reduce before its input was fused in) and give another reason."""
         p = frozenset([producer]) if isinstance(producer, str) else frozenset(producer)
         c = frozenset([consumer]) if isinstance(consumer, str) else frozenset(consumer)
         index = self._steps_index()
@@ -147,10 +151,14 @@ class FusionLog:
                 return XlaVerdict("fused", producer=step.producer, consumer=step.consumer)
         # The producer as the log names it: the name standing for the same instructions, else
         # the one sharing most of them (a fusion logged before or after one more fusion step).
+        # An instruction on both sides was duplicated into both kernels (PriorityFusion fuses a
+        # producer into all its users), so a logged producer holding it is still this producer
+        # unless it also holds something only the consumer computes.
+        only_p, only_c = p - c, c - p
         best_name, best_score = None, None
-        for step in index.steps_of(index.verdicts_by_member, p):
+        for step in index.steps_of(index.verdicts_by_member, only_p):
             m = self.members(step.producer)
-            if m & c:
+            if m & only_c:
                 continue
             score = (m == p, len(m & p) / len(m | p))
             if best_score is None or score >= best_score:
