@@ -213,6 +213,10 @@ class Graph:
         self.fusion_owner: Node | None = None  # the fusion instruction whose body this is
         #: (version, {question: answer}) for analyses of this computation (gpu.heroes.graph_cache).
         self.answers: "tuple[int, dict] | None" = None
+        #: The pipeline's explainer of this (fused) computation's kernel boundaries, made on the
+        #: first question (passes/priority_fusion.explain_boundary) for the replay context it
+        #: answers for; dropped with the graph (dispose).
+        self.boundary_explainer: object | None = None
 
     @property
     def version(self) -> int:
@@ -570,6 +574,9 @@ class Program:
         #: Answers that depend only on the structure of what is asked about, remembered for the
         #: program's life (ProgramMemo).
         self.memo = ProgramMemo()
+        #: The pipeline's explainer of this (fused) program's kernel boundaries, made on the
+        #: first question (passes/cpu.explain_boundary) for the replay context it answers for.
+        self.boundary_explainer: object | None = None
 
     def next_uid(self) -> int:
         self._uid += 1
@@ -606,10 +613,12 @@ class Program:
             graph._nodes = {}
             graph._by_name = {}
             graph._root = graph.fusion_owner = graph.answers = graph.program = None
+            graph.boundary_explainer = None
             graph.parameters = []
         self.made_graphs = []
         self.locations = {}
         self.memo = ProgramMemo()
+        self.boundary_explainer = None
         self.graphs = {}
         self.entry = None
         self.__dict__.pop("_callees", None)

@@ -9,7 +9,7 @@ the decisions every pass recorded and the kernels of the result.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from . import ir
 from .decision import Decision, FusionResult, Kernel, Verdict
@@ -19,6 +19,12 @@ from .errors import InputError
 from .graph import Graph, Node, Program
 from .rules import evaluate
 from .verify import verify
+
+if TYPE_CHECKING:
+    from .cost.legacy import LegacyPerformanceModel
+    from .gpu.config import GpuConfig
+    from .passes.instruction_fusion import InstructionFusion
+    from .xla_log import FusionLog
 
 PassFn = Callable[[Program, "Context"], bool]
 
@@ -47,7 +53,9 @@ DEFAULT_PIPELINE = {"gpu": "priority", "cpu": "cpu"}
 @dataclass
 class Context:
     """Shared state of one replay: device, relaxed rules, the decisions passes record, and
-    per-pass caches (passes keep their own keys)."""
+    what passes hand to each other or keep from one run to the next — one typed field per kind
+    of state, each saying who sets it and how long it lives.  Every field lives as long as the
+    context (one replay, or one explainer's questions about a fused module)."""
 
     options: Options
     backend: str
@@ -56,8 +64,30 @@ class Context:
     relaxed: frozenset[str]
     decisions: list[Decision] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    cache: dict = field(default_factory=dict)
     pass_name: str = ""
+    #: The GPU description and XLA settings every GPU pass reads (gpu.config.gpu_config builds
+    #: it on first use from `device`, `pipeline` and the options' XLA flags; a caller that
+    #: replays with another configuration, as the conformance runner does, sets it first).
+    gpu_config: "GpuConfig | None" = None
+    #: What PriorityFusion did, step by step, as XLA logs it in *.priority_fusion_dump.txt
+    #: (passes/priority_fusion.priority_fusion makes it; every run of the pass appends).
+    priority_fusion_log: "FusionLog | None" = None
+    #: The cost model MultiOutputFusion asks, as a factory `factory(cfg) -> model` (the
+    #: priority pipeline sets its 2026 model before the pass; None: the legacy model).
+    mof_model: "Callable[[GpuConfig], object] | None" = None
+    #: The legacy GpuPerformanceModel (and its cost analysis) every legacy pass shares
+    #: (cost/legacy.shared_model; rebuilt when asked with another GpuConfig).
+    legacy_performance_model: "LegacyPerformanceModel | None" = None
+    #: The legacy pipeline's two GpuInstructionFusion passes (without and with duplication),
+    #: made by the first `fusion` entry (passes/legacy.py): their operand-reuse caches outlive
+    #: a pass run, as XLA's pass objects do.
+    legacy_instruction_fusion: "tuple[InstructionFusion, InstructionFusion] | None" = None
+    #: Per HloPassPipeline of the legacy pipeline (passes/legacy.PassList key): the index in
+    #: `decisions` of its first Decision, set by its first pass.
+    pass_list_starts: dict[str, int] = field(default_factory=dict)
+    #: Per instruction-fusion pass name: consumer uid → {producer uid → index into `decisions`},
+    #: shared by the runs of one pass (passes/instruction_fusion.FusionRun).
+    fusion_decision_slots: dict[str, dict[int, dict[int, int]]] = field(default_factory=dict)
 
     def record(self, decision: Decision) -> None:
         self.decisions.append(decision)

@@ -32,7 +32,7 @@ def program(entry: str, computations: str = "") -> Program:
 def context(era: str = "2024", **changes):
     ctx = make_context(Options(backend="gpu", pipeline="legacy"))
     ctx.pipeline = "legacy"
-    ctx.cache["gpu_config"] = GpuConfig(a6000_test_device(), era=era).replace(**changes)
+    ctx.gpu_config = GpuConfig(a6000_test_device(), era=era).replace(**changes)
     return ctx
 
 
@@ -322,7 +322,7 @@ def test_multi_output_fusion_refuses_a_merge_that_emits_too_much_ir(chain, too_l
   g = f32[2048]{0} fusion(f), kind=kLoop, calls=many_slices
   ROOT t = (f32[4096]{0}, f32[2048]{0}) tuple(f, g)""", chain_with_slices(chain, 60))
     ctx = context()
-    model = LegacyPerformanceModel(ctx.cache["gpu_config"])
+    model = LegacyPerformanceModel(ctx.gpu_config)
     facts = ask("MOF-TOO-LARGE-IR", prog, "f", "g", ctx, model=model)
     assert (facts is not None) is too_large
     if too_large:

@@ -31,7 +31,7 @@ def replay(text: str, xla: str, **options):
     ctx = make_context(Options(backend="gpu", pipeline="legacy"))
     ctx.pipeline = "legacy"
     ctx.pass_name = "horizontal_loop_fusion"
-    ctx.cache["gpu_config"] = GpuConfig(a6000_test_device())
+    ctx.gpu_config = GpuConfig(a6000_test_device())
     changed = run_loop(prog, ctx, xla=xla, **options)
     decisions = {(d.producer, d.consumer): d for d in ctx.decisions if d is not None}
     return changed, prog, decisions

@@ -415,7 +415,7 @@ def test_wide_consumer_reachability_sweep_matches_the_search(monkeypatch):
         ctx.pass_name = "fusion"
         run = driver.FusionRun(InstructionFusion(CpuPolicy()), program, ctx)
         CpuPolicy().start_run(run)
-        run.cache["cpu_skip"] = set()
+        run.skipped = set()
         run.graph = program.entry
         post = program.entry.post_order()
         run._post_position = {n.uid: i for i, n in enumerate(post)}

@@ -36,7 +36,7 @@ def run(text: str, relax=(), device=None):
     program = Program.from_module(hlofuse.loads(text))
     ctx = make_context(Options(backend="gpu", pipeline="priority", relax=tuple(relax)))
     ctx.pipeline, ctx.pass_name = "priority", "priority-fusion"
-    ctx.cache["gpu_config"] = GpuConfig(device or xla_test_device(), era="2026")
+    ctx.gpu_config = GpuConfig(device or xla_test_device(), era="2026")
     changed = priority_fusion(program, ctx)
     return program, ctx, changed
 
@@ -451,7 +451,7 @@ ENTRY e {
   b = f32[128] negate(p)
   ROOT m = f32[128] multiply(a, b)
 }""")
-    fusions = ctx.cache["priority_fusion_log"].fusions
+    fusions = ctx.priority_fusion_log.fusions
     # a and b have equal priorities: b (defined later) is fused first, creating `fusion`
     assert [(s.fusion, s.producer, s.consumer) for s in fusions] == [
         ("fusion", "b", "m"), ("fusion", "a", "fusion")]
@@ -653,7 +653,7 @@ def _xlas(line):
 def test_whole_log_matches_xla(case):
     text, steps = XLA_LOGS[case]
     _, ctx, _ = run(text, device=hlofuse_device("a6000"))
-    ours = _batches([_ours(s) for s in ctx.cache["priority_fusion_log"].steps])
+    ours = _batches([_ours(s) for s in ctx.priority_fusion_log.steps])
     xla = _batches([_xlas(line) for line in steps.strip().splitlines()])
     assert len(ours) == len(xla), (ours, xla)
     for mine, theirs in zip(ours, xla):
@@ -684,4 +684,4 @@ ENTRY e {
     assert into_bitcast.xla_reason == "the consumer is not fusible"
     assert decision(ctx, "e", "t").rule == "PF-CONSUMER-NOT-FUSIBLE"
     assert ProducerIneligible(0, "e", "the consumer is not fusible").reason in {
-        s.reason for s in ctx.cache["priority_fusion_log"].ineligible if s.producer == "e"}
+        s.reason for s in ctx.priority_fusion_log.ineligible if s.producer == "e"}

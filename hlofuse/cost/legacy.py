@@ -713,9 +713,9 @@ def _body_version(node: Node) -> int | None:
 def shared_model(ctx, cfg: GpuConfig) -> "LegacyPerformanceModel":
     """One model (and cost analysis) for every pass of a replay: XLA builds a fresh analysis
     per pass run, with the same answers; sharing only saves recomputing them."""
-    model = ctx.cache.get("legacy-performance-model")
+    model = ctx.legacy_performance_model
     if model is None or model.cfg != cfg:
-        model = ctx.cache["legacy-performance-model"] = LegacyPerformanceModel(cfg)
+        model = ctx.legacy_performance_model = LegacyPerformanceModel(cfg)
     return model
 
 

@@ -105,16 +105,16 @@ def parse_xla_flags(flags) -> tuple[dict, list[str]]:
 
 
 def gpu_config(ctx) -> GpuConfig:
-    """The GpuConfig of a replay context: `ctx.cache["gpu_config"]` when a caller set one
-    (the conformance runner does), else built from the context's device and pipeline, with the
-    XLA flags of its options applied over jax's defaults."""
-    cached = ctx.cache.get("gpu_config")
+    """The GpuConfig of a replay context: `ctx.gpu_config` when a caller set one (the
+    conformance runner does), else built from the context's device and pipeline, with the
+    XLA flags of its options applied over jax's defaults (and kept there)."""
+    cached = ctx.gpu_config
     if cached is None:
         device = ctx.device or load_gpu(None)
         era = _ERA_OF_PIPELINE.get(ctx.pipeline, ERA_LEGACY)
         fields, _ = parse_xla_flags(getattr(ctx.options, "xla_flags", ()))
         cached = GpuConfig(device, era, **{"mlir_emitter_level": JAX_MLIR_EMITTER_LEVEL[era], **fields})
-        ctx.cache["gpu_config"] = cached
+        ctx.gpu_config = cached
     return cached
 
 

@@ -63,7 +63,7 @@ class CpuPolicy(FusionPolicy):
 
     def start_run(self, run: FusionRun) -> None:
         run.indexing_evaluations.clear()
-        run.cache["cpu_skip"] = self._instructions_to_skip(run.program)
+        run.skipped = self._instructions_to_skip(run.program)
 
     def _instructions_to_skip(self, program: "Program") -> set[int]:
         """ComputeInstructionsToSkip: custom fusions themselves, and the bodies of custom calls
@@ -430,16 +430,18 @@ def explain_boundary(producer: "Node", consumer: "Node", ctx: "Context") -> Deci
     the producer's root and the consumer instruction that reads it is the answer.  When the
     replay fused what XLA kept apart, the CPU rules are asked directly about that pair."""
     program = producer.graph.program
-    key = ("cpu-explain", id(program))
-    if key not in ctx.cache:
-        ctx.cache[key] = _ExplainReplay(program, ctx)
-    return ctx.cache[key].explain(producer, consumer)
+    replay = program.boundary_explainer
+    if not isinstance(replay, _ExplainReplay) or replay.asked_by is not ctx:
+        replay = program.boundary_explainer = _ExplainReplay(program, ctx)
+    return replay.explain(producer, consumer)
 
 
 class _ExplainReplay:
     def __init__(self, program: "Program", ctx: "Context"):
         from ..pipeline import Context as Ctx
 
+        #: the context whose questions this replay answers (its options and relaxed rules)
+        self.asked_by = ctx
         flat_module = _flattened(program)
         self.flat = g.Program.from_module(flat_module)
         self.ctx = Ctx(ctx.options, "cpu", "cpu", None, ctx.relaxed)

@@ -141,8 +141,9 @@ class FusionRun:
         self.do_not_duplicate: dict[int, dict] = {}
         #: FusionNodeIndexingEvaluation per consumer fusion uid (cleared every run, as in XLA).
         self.indexing_evaluations: dict[int, rif.FusionNodeIndexingEvaluation] = {}
-        #: Free for policies: per-run caches (skip sets, ...).
-        self.cache: dict = {}
+        #: uids of the instructions the policy keeps out of every fusion this run (XLA:CPU's
+        #: ComputeInstructionsToSkip, set by CpuPolicy.start_run; empty for other policies).
+        self.skipped: set[int] = set()
         self.graph: Graph | None = None
         self._queue: list[Node | None] = []
         self._position: dict[int, int] = {}
@@ -153,9 +154,9 @@ class FusionRun:
         self._pending: dict[int, tuple] = {}
         #: consumer uid → the fusion that replaced it (for members when decisions are flushed)
         self._current: dict[int, Node] = {}
-        key = ("instruction-fusion-decisions", ctx.pass_name or self.policy.name)
         #: consumer uid → {producer uid → index into ctx.decisions}; shared by runs of one pass.
-        self._decided: dict[int, dict[int, int]] = ctx.cache.setdefault(key, {})
+        self._decided: dict[int, dict[int, int]] = ctx.fusion_decision_slots.setdefault(
+            ctx.pass_name or self.policy.name, {})
 
     # -- asking rules -----------------------------------------------------------------------
     def candidate(self, consumer: "Node", operand_index: int) -> Candidate:

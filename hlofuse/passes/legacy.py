@@ -30,9 +30,9 @@ from .gpu_instruction_fusion import make_passes
 
 def _instruction_fusion(index: int):
     def run(program, ctx: Context) -> bool:
-        instances = ctx.cache.get("legacy-instruction-fusion")
+        instances = ctx.legacy_instruction_fusion
         if instances is None:
-            instances = ctx.cache["legacy-instruction-fusion"] = make_passes()
+            instances = ctx.legacy_instruction_fusion = make_passes()
         return instances[index].run(program, ctx)
 
     return run
@@ -52,7 +52,7 @@ class PassList:
 
     def _entry(self, index: int):
         def run(program, ctx: Context) -> bool:
-            first = ctx.cache.setdefault(self.key, len(ctx.decisions))
+            first = ctx.pass_list_starts.setdefault(self.key, len(ctx.decisions))
             changed = bool(self.stages[index][1](program, ctx))
             chosen = ctx.options.passes
             selected = [i for i, (name, _) in enumerate(self.stages) if chosen is None or name in chosen]

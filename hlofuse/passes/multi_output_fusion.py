@@ -3,7 +3,7 @@ sibling fusion, then producer-consumer multi-output fusion, for every instructio
 fusible computation, walking the post order backwards (uses before defs).
 
 The checks are the same in 2024 and 2026; only the cost model differs.  The model comes from
-`ctx.cache["mof_model"]` when a pipeline put a factory there (`factory(cfg) -> model`, the
+`ctx.mof_model` when a pipeline put a factory there (`factory(cfg) -> model`, the
 priority pipeline's 2026 model); otherwise the 2024 LegacyPerformanceModel is used.  A model
 provides `estimate_run_times(producer, consumers, multi_output=True)` (with `.fused`,
 `.unfused`, `.fused_us`, `.unfused_us`), `merged_too_large(producer, consumer) -> (bool,
@@ -36,7 +36,7 @@ def run(program, ctx: Context) -> bool:
 
 
 def make_model(ctx: Context, cfg: GpuConfig):
-    factory = ctx.cache.get("mof_model")
+    factory = ctx.mof_model
     return factory(cfg) if factory is not None else shared_model(ctx, cfg)
 
 

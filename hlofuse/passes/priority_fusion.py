@@ -18,7 +18,7 @@ PriorityFusion, per fusible computation (entry, loop bodies and conditions, bran
 Every producer→consumer pair yields exactly one Decision: FUSED (or RELAXED) when it was fused,
 otherwise BLOCKED with the rule that kept it apart on the final graph (a CanFuse rule, the
 all-users policy, the cost model with its times, a bitcast or constant rule).  The steps XLA
-logs in `*.priority_fusion_dump.txt` are recorded too (`ctx.cache["priority_fusion_log"]`, an
+logs in `*.priority_fusion_dump.txt` are recorded too (`ctx.priority_fusion_log`, an
 `hlofuse.xla_log.FusionLog`), so a replay can be compared with XLA's log step by step.
 
 Differences from XLA (and their effect): instructions created by earlier passes keep text
@@ -104,7 +104,9 @@ def sort_iota_fusion(program: "Program", ctx: "Context") -> bool:
 def priority_fusion(program: "Program", ctx: "Context") -> bool:
     """Run PriorityFusion over every fusible computation of `program`."""
     cfg = gpu_config_2026(ctx)
-    log = ctx.cache.setdefault("priority_fusion_log", FusionLog([]))
+    log = ctx.priority_fusion_log
+    if log is None:
+        log = ctx.priority_fusion_log = FusionLog([])
     changed = False
     for graph in fusible_computations(program, cfg):
         run = PriorityFusionRun(graph, ctx, cfg, log)
@@ -562,11 +564,9 @@ def explain_boundary(producer: "Node", consumer: "Node", ctx: "Context") -> Deci
     """Which PriorityFusion rule keeps two kernels of a fused graph apart (CanFuse on the
     kernels as they are, the all-users policy, the cost model); None when none objects."""
     graph = producer.graph
-    key = ("priority-explain", id(graph))
-    run = ctx.cache.get(key)
-    if run is None:
-        run = PriorityFusionRun(graph, ctx, gpu_config_2026(ctx), FusionLog([]))
-        ctx.cache[key] = run
+    run = graph.boundary_explainer
+    if not isinstance(run, PriorityFusionRun) or run.ctx is not ctx:
+        run = graph.boundary_explainer = PriorityFusionRun(graph, ctx, gpu_config_2026(ctx), FusionLog([]))
     return run.explain(producer, consumer)
 
 
@@ -625,7 +625,7 @@ def multi_output_fusion(program: "Program", ctx: "Context") -> bool:
     from . import multi_output_fusion as mof
 
     penalty = "PF-CONCAT-PENALTY" not in ctx.relaxed
-    ctx.cache["mof_model"] = lambda cfg: MofModel(cfg, concat_penalty=penalty)
+    ctx.mof_model = lambda cfg: MofModel(cfg, concat_penalty=penalty)
     return mof.run(program, ctx)
 
 

@@ -19,7 +19,7 @@
     C15 none of these                                                     CPU-NO-FUSIBLE-CASE
 
 Rules read the pass state through `candidate.extra` (see rules/instruction_fusion.py);
-`extra["run"].cache["cpu_skip"]` holds the uids of the instructions C0 protects.
+`extra["run"].skipped` holds the uids of the instructions C0 protects.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def choose_kind(producer: "Node", consumer: "Node") -> str:
 
 
 def _skip(c: Candidate) -> set[int]:
-    return c.extra["run"].cache.get("cpu_skip", set())
+    return c.extra["run"].skipped
 
 
 def _loop_fusible_why(node: "Node") -> str:

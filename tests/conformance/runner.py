@@ -127,7 +127,7 @@ def make_ctx(runner: PassRunner, case: dict) -> Context:
     ctx.pass_name = runner.name
     cfg = runner.config(case)
     if cfg is not None:
-        ctx.cache["gpu_config"] = cfg
+        ctx.gpu_config = cfg
     return ctx
 
 
