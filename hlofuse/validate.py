@@ -91,8 +91,8 @@ class _Checker:
         spec = KNOWN_ATTRS.get(key)
         if spec is None:
             return
-        fits = _value_fits(spec.terminal, value) if len(value) < 200 else \
-            terminal_regex(spec.terminal).fullmatch(value) is not None  # long values rarely repeat
+        fits = _value_fits(spec.terminal, value) if len(value) < 200 and key not in _UNIQUE_VALUED else \
+            terminal_regex(spec.terminal).fullmatch(value) is not None  # values that rarely repeat
         if not fits:
             if instr is None:
                 line = next((i + 1 for i, l in enumerate(self.text.splitlines()[:50]) if key + "=" in l), 1)
@@ -123,7 +123,10 @@ class _Checker:
             if spec.opcodes is not None and base not in spec.opcodes and opcode not in spec.opcodes:
                 raise self.error(f'unexpected attribute "{key}" for {opcode}', instr, key)
             # check_attr_value's test, inlined (once per attribute of every instruction)
-            if len(value) >= 200 or not _value_fits(spec.terminal, value):
+            if key in _UNIQUE_VALUED:
+                if terminal_regex(spec.terminal).fullmatch(value) is None:
+                    self.check_attr_value(instr, key, value)
+            elif len(value) >= 200 or not _value_fits(spec.terminal, value):
                 self.check_attr_value(instr, key, value)
             if key == "result_accuracy":
                 self.check_result_accuracy(instr)
@@ -353,6 +356,12 @@ _UNSET = object()
 _ASYNC_KINDS: dict = {}
 #: Shapes whose layouts passed check_layouts, by id.
 _CHECKED_SHAPES: dict = {}
+
+
+#: Attributes whose values differ from instruction to instruction (metadata names the source
+#: operation and its stack frame): matched directly, since in `_value_fits`'s memo they would
+#: mostly miss, cost more than the match, and hold tens of thousands of entries.
+_UNIQUE_VALUED = frozenset({"metadata"})
 
 
 @functools.lru_cache(maxsize=65536)

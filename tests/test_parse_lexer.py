@@ -71,6 +71,38 @@ def test_instruction_patterns_match_what_the_grammar_matches():
     assert checked > 1000
 
 
+def test_instruction_regex_reads_what_head_then_attributes_read():
+    """The reader's one match per instruction (`instruction_regex`: the head and up to
+    ATTR_SLOTS attributes) takes the same head groups and the same first attributes, ending
+    where the head and those attributes read one match at a time end, on real and mutated lines
+    with none to many attributes."""
+    rng = random.Random(11)
+    lines = _instruction_lines()
+    mutated = [line[:i] + rng.choice([",", " ", "(", "}", "x", "/*", ", a=b", ""]) + line[i + 1:]
+               for line in rng.sample(lines, min(2000, len(lines))) for i in [rng.randrange(len(line))]]
+    extra = [line + ", a=b, c={1}, d=\"x\"" for line in rng.sample(lines, min(300, len(lines)))]
+    slots = reader.ATTR_SLOTS
+    by_count = [0] * (slots + 2)
+    for line in lines + mutated + extra:
+        head = reader.head_regex().match(line)
+        combined = reader.instruction_regex().match(line)
+        assert (head is None) == (combined is None), line
+        if head is None:
+            continue
+        assert combined.group(1, 2, 3, 4, 5, 6) == head.group(1, 2, 3, 4, 5, 6), line
+        attrs, end = [], head.end()
+        attr = reader.attr_regex().match(line, end)
+        while attr is not None and len(attrs) < slots:
+            attrs.append(attr.group(1, 2))
+            end = attr.end()
+            attr = reader.attr_regex().match(line, end)
+        got = [combined.group(7 + 2 * k, 8 + 2 * k) for k in range(slots)]
+        assert got == attrs + [(None, None)] * (slots - len(attrs)), line
+        assert combined.end() == end, line
+        by_count[len(attrs) + (attr is not None and len(attrs) == slots)] += 1
+    assert all(n > 100 for n in by_count), by_count  # none, some, every slot, and more than the slots
+
+
 def test_computation_reader_splits_instructions():
     """The COMPUTATION reader, on computations of one real instruction line, reads the whole
     computation, names the instruction as its text does and marks ROOT where it is written."""

@@ -39,6 +39,30 @@ def attr_regex() -> re.Pattern:
     return re.compile(f"{ws}*,{ws}*({pattern('ATTR_NAME')}){ws}*={ws}*({pattern('ATTR_VALUE')})")
 
 
+#: How many attributes `instruction_regex` reads with the head: most instructions of real
+#: dumps have at most two (metadata, and dimensions or a backend config).
+ATTR_SLOTS = 2  # (_read_computation unpacks exactly two)
+
+
+@functools.lru_cache(maxsize=1)
+def instruction_regex() -> re.Pattern:
+    """`head_regex`, then up to ATTR_SLOTS `attr_regex`es, each optional: one match reads the
+    head and the attributes after it that a match of `attr_regex` at a time would read (an
+    optional group after a pattern never changes how the pattern before it matched), and saves
+    the C call per attribute, plus the one that finds no more.  Groups 1-6 are head_regex's,
+    then a name and a value per slot (None where the slot is empty); when the last slot is
+    filled, more attributes may follow."""
+    attr = attr_regex().pattern
+    regex = head_regex().pattern
+    for _ in range(ATTR_SLOTS):
+        regex = f"{regex}(?:{attr}"
+    regex += ")?" * ATTR_SLOTS
+    compiled = re.compile(regex)
+    if compiled.groups != 6 + 2 * ATTR_SLOTS:  # a terminal grew a capturing group: group numbers moved
+        raise AssertionError("instruction_regex: unexpected capturing groups in the grammar's terminals")
+    return compiled
+
+
 @functools.lru_cache(maxsize=1)
 def _computation_head_regex() -> re.Pattern:
     """Splits a COMPUTATION_HEAD token: ENTRY, name, parameter text, result shape."""
@@ -150,15 +174,16 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     if head is None:
         return None
     fast = _FAST or _bind_fast()
-    match_head, match_attr, make = fast.head, fast.attr, instruction
-    intern, rewritten_attrs = sys.intern, REWRITTEN_ATTRS
+    match_instruction, match_attr, make = fast.instruction_head, fast.attr, instruction
+    intern, rewritten_attrs, literal_opcodes = sys.intern, REWRITTEN_ATTRS, LITERAL_OPCODES
+    bare_names, find_names, new_instruction = fast.names, _BARE_NAME_RE.findall, fast.instruction
     count, rfind = text.count, text.rfind
     instrs: list = []
     roots: list[int] = []
     head_line, head_column = line, pos - line_start + 1
     p = counted = head.end()  # `line` is the line of offset `counted`
     while True:
-        m = match_head(text, p, end)
+        m = match_instruction(text, p, end)
         if m is None:
             break
         start = m.start(1)
@@ -167,22 +192,51 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
             line += n
             line_start = rfind("\n", counted, start) + 1
         counted = start
-        root, name, shape, opcode, operands = m.group(2, 3, 4, 5, 6)
+        root, name, shape, opcode, operands, key, value, key2, value2 = m.group(2, 3, 4, 5, 6, 7, 8, 9, 10)
         p = m.end()
         attrs = []
         rewritten = False
-        a = match_attr(text, p, end)
-        while a is not None:
-            key, value = a.group(1, 2)
+        if key is not None:  # the attributes read with the head (instruction_regex's slots)
             key = intern(key)
             attrs.append((key, intern(value) if len(value) < _SHARED_VALUE_LEN else value))
-            if key in rewritten_attrs:
-                rewritten = True
-            p = a.end()
-            a = match_attr(text, p, end)
+            rewritten = key in rewritten_attrs
+            if key2 is not None:
+                key2 = intern(key2)
+                attrs.append((key2, intern(value2) if len(value2) < _SHARED_VALUE_LEN else value2))
+                if key2 in rewritten_attrs:
+                    rewritten = True
+                a = match_attr(text, p, end)  # every slot filled: more may follow
+                while a is not None:
+                    key, value = a.group(1, 2)
+                    key = intern(key)
+                    attrs.append((key, intern(value) if len(value) < _SHARED_VALUE_LEN else value))
+                    if key in rewritten_attrs:
+                        rewritten = True
+                    p = a.end()
+                    a = match_attr(text, p, end)
         if root is not None:
             roots.append(len(instrs))
-        instrs.append(make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1))
+        # `instruction`'s common case inlined (a call per instruction saved): every operand a
+        # bare name, nothing for assembly to resolve.  Anything else goes through `instruction`.
+        opcode = intern(opcode)
+        inner = operands[1:-1]
+        if rewritten:
+            made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
+        elif opcode in literal_opcodes:
+            made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape), (),
+                                   tuple(attrs), inner.strip(), line, start - line_start + 1)
+        elif "/*" in inner or "[" in inner or "(" in inner or "{" in inner:
+            made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
+        elif not inner or inner.isspace():
+            made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape), (),
+                                   tuple(attrs), None, line, start - line_start + 1)
+        elif bare_names(inner) is not None:
+            made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape),
+                                   tuple(map(intern, find_names(inner))), tuple(attrs), None, line,
+                                   start - line_start + 1)
+        else:
+            made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
+        instrs.append(made)
     close = _CLOSE_RE.match(text, p, end)
     if close is None:
         return None
@@ -194,7 +248,7 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
 class _Fast:
     """The compiled patterns and constructors the reader uses, bound once."""
 
-    __slots__ = ("head", "attr", "names", "instruction")
+    __slots__ = ("instruction_head", "attr", "names", "instruction")
 
 
 _FAST: _Fast | None = None
@@ -203,7 +257,7 @@ _FAST: _Fast | None = None
 def _bind_fast() -> _Fast:
     global _FAST
     fast = _Fast()
-    fast.head, fast.attr = head_regex().match, attr_regex().match
+    fast.instruction_head, fast.attr = instruction_regex().match, attr_regex().match
     fast.names = _names_regex().fullmatch
     fast.instruction = _instruction_maker()
     _FAST = fast
