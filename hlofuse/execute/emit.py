@@ -687,20 +687,6 @@ def _reduce(em, frame, instr, index):
     for position, d in enumerate(kept):
         operand_index[d] = index[position]
 
-    started = None  # split across lanes: whether this lane's accumulators hold a value yet
-
-    def step(at: list[Idx]) -> None:
-        elems = [em.one(frame, v, at) for v in values]
-        hook = em.side_outputs.get((frame.uid, instr.name))
-        if hook is not None:  # a reduction kernel's other outputs, written as the input is read
-            hook(at)
-        new = em.apply(instr.called[0], [[a] for a in accs] + [[e] for e in elems])
-        tmp = [em.let(s.element_type, v) for s, v in zip(instr.shape.leaves(), new)]
-        for a, t, e in zip(accs, tmp, elems):
-            # the init value enters once, in lane 0: another lane starts from its first element
-            em.line(f"{a} = {t};" if started is None else f"{a} = {started} ? {t} : {e};")
-        if started is not None:
-            em.line(f"{started} = 1;")
 
     reduced = 1
     for d in order:
@@ -712,7 +698,7 @@ def _reduce(em, frame, instr, index):
             at = list(operand_index)
             for d, p in zip(order, position):
                 at[d] = Idx.of(p)
-            step(at)
+            _reduction_step(em, frame, instr, accs, values, at)
         return accs
     if len(order) == 1 and n == 1 and src.dims[order[0]] >= 2 * VECTOR_PARTIALS and em.reduce_depth == 0:
         # the CPU's variant vectorized (partial results reassociated); CUDA's as below
@@ -792,19 +778,6 @@ def _serial_reduce(em: Emitter, frame: Frame, instr: ir.Instruction, accs: list[
     """The reduction loop element after element (split across a warp's lanes on CUDA)."""
     started = None  # split across lanes: whether this lane's accumulators hold a value yet
 
-    def step(at: list[Idx]) -> None:
-        elems = [em.one(frame, v, at) for v in values]
-        hook = em.side_outputs.get((frame.uid, instr.name))
-        if hook is not None:  # a reduction kernel's other outputs, written as the input is read
-            hook(at)
-        new = em.apply(instr.called[0], [[a] for a in accs] + [[e] for e in elems])
-        tmp = [em.let(s.element_type, v) for s, v in zip(instr.shape.leaves(), new)]
-        for a, t, e in zip(accs, tmp, elems):
-            # the init value enters once, in lane 0: another lane starts from its first element
-            em.line(f"{a} = {t};" if started is None else f"{a} = {started} ? {t} : {e};")
-        if started is not None:
-            em.line(f"{started} = 1;")
-
     operand_index = list(operand_index)
     loop_vars = {d: em.loop_var(src.dims[d]) for d in order}
     for d, v in loop_vars.items():
@@ -816,11 +789,28 @@ def _serial_reduce(em: Emitter, frame: Frame, instr: ir.Instruction, accs: list[
     em.reduce_depth += 1
     try:
         with _loops(em, [(loop_vars[d], src.dims[d]) for d in order], strided=loop_vars.get(strided)):
-            step(operand_index)
+            _reduction_step(em, frame, instr, accs, values, operand_index, started)
     finally:
         em.reduce_depth -= 1
     if strided is not None:
         _combine_lanes(em, instr, accs)
+
+
+def _reduction_step(em: Emitter, frame: Frame, instr: ir.Instruction, accs: list[str], values, at: list[Idx],
+                    started: str | None = None) -> None:
+    """One element of a reduction folded into its accumulators; `started` names the flag of a
+    loop split across lanes (whether this lane's accumulators hold a value yet)."""
+    elems = [em.one(frame, v, at) for v in values]
+    hook = em.side_outputs.get((frame.uid, instr.name))
+    if hook is not None:  # a reduction kernel's other outputs, written as the input is read
+        hook(at)
+    new = em.apply(instr.called[0], [[a] for a in accs] + [[e] for e in elems])
+    tmp = [em.let(s.element_type, v) for s, v in zip(instr.shape.leaves(), new)]
+    for a, t, e in zip(accs, tmp, elems):
+        # the init value enters once, in lane 0: another lane starts from its first element
+        em.line(f"{a} = {t};" if started is None else f"{a} = {started} ? {t} : {e};")
+    if started is not None:
+        em.line(f"{started} = 1;")
 
 
 def _lane_split_dim(em: Emitter, src: ir.Shape, order: list[int], instr: ir.Instruction) -> int | None:
