@@ -14,6 +14,7 @@ from .. import attributes as attrs
 from .. import ir
 from .emit import (_BITS, LANES, Arg, EmitError, Emitter, Frame, Idx, _clamped, _start_indices, ctype,
                    linear)
+from .library_nests import conv_on_cpu, conv_supported, topk_comparator, topk_on_cpu, topk_supported
 from .nests import (COLUMN_SLICES, COLUMN_TILE, column_reduction, columns_on_cpu, columns_on_cuda, dot_on_cpu,
                     start_group)
 
@@ -52,6 +53,9 @@ class Group:
     #: a CUDA block's code instead of a thread per element (a column reduction's tile:
     #: COLUMN_TILE outputs by COLUMN_SLICES slices of the reduced rows), or None
     cuda_body: list[str] | None = None
+    #: a loop nest only the CPU has (execute/library_nests.py: CUDA keeps those ops library
+    #: calls); CUDA refuses to render it
+    cpu_only: bool = False
 
     @property
     def elements(self) -> int:
@@ -166,6 +170,16 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
         else:
             groups.append(_elements(em, frame, [(root.operands[0], 0, leaves[0][2])], out_args, 0))
         groups.append(_scatter(em, frame, root, out_args[0], len(groups), body))
+        return body
+    if conv_supported(root, comp):
+        groups.append(Group(leaves[0][2].dims, (), [], [], cpu_only=True,
+                             cpu_body=conv_on_cpu(em, frame, root, leaves[0][2], out_args[0])))
+        return body
+    if topk_supported(root, comp):
+        fn = f"{name}_before"
+        body.functions.append(topk_comparator(em, root, fn, leaves[0][2].element_type))
+        groups.append(Group(leaves[0][2].dims, (), [], [], cpu_only=True,
+                            cpu_body=topk_on_cpu(em, frame, root, out_args, fn)))
         return body
     hero = concatenate_hero(comp)
     if hero is not None and len(leaves) == 1:

@@ -30,6 +30,7 @@ from ..errors import ExecutionError
 from ..opcodes import NON_KERNEL
 from . import emit, numeric
 from .kernel import KernelBody, generate
+from .library_nests import conv_supported, topk_supported
 from .interp import THREEFRY_TARGETS, literal_value
 
 Tree = Union[int, tuple, None]  # a buffer id, a tuple of trees, or a token
@@ -522,12 +523,15 @@ def _is_library(instr: ir.Instruction, module: ir.Module | None = None, dots: bo
     hlofuse generates that one kernel when everything in it is per-element code (reductions,
     elementwise ops, broadcasts...), and calls the library only for the fusions that hold a
     library op (a dot, a convolution...).  With `dots` (the CPU's choice: its library is
-    NumPy, called back from C), a dot is generated too, when it is the kernel's root (its
-    own loop nest, execute/kernel.py)."""
+    NumPy, called back from C), a dot or a convolution is generated too, when it is the
+    kernel's root (its own loop nest, execute/kernel.py), and so is XLA's TopK custom call
+    (execute/library_nests.py)."""
     if instr.opcode == "fusion":
         if instr.fusion_kind != "kCustom":
             return False
         return module is None or not _generatable(module, module[instr.fused_computation.lstrip("%")], dots)
+    if dots and comp is not None and (conv_supported(instr, comp) or topk_supported(instr, comp)):
+        return False
     if instr.opcode == "custom-call":
         return (instr.custom_call_target or "") not in THREEFRY_TARGETS
     if instr.opcode == "dot" and dots and comp is not None:
@@ -561,6 +565,8 @@ def _generatable(module: ir.Module, comp: ir.Computation, dots: bool = False) ->
             if not _generatable(module, module[instr.fused_computation.lstrip("%")], dots):
                 return False
         elif instr.opcode == "dot" and dots and instr.name == comp.root_name and _generated_dot(instr, comp):
+            continue
+        elif dots and instr.name == comp.root_name and conv_supported(instr, comp):
             continue
         elif instr.opcode not in emit.EMITTERS or _is_library(instr):
             return False
