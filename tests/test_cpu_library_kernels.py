@@ -151,3 +151,51 @@ def test_topk_of_the_cpu_sample_matches_xla_ordering():
     x[0, 4] = -np.float32(np.nan)
     _, got = _run(module, [x])
     assert got[1].tolist() == [[2, 5, 10, 3, 6, 0, 9, 1, 8, 11, 7, 4]]
+
+
+DOTS = {
+    # rows and columns with remainders (8-row, 32-column tiles), rhs row-major
+    "remainders": ("f32[37,50]", "f32[50,70]", "f32[37,70]", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+    # attention's scores: batch, both contracting dimensions minor (the rhs packed transposed)
+    "batched_transposed": ("f32[3,20,16]", "f32[3,40,16]", "f32[3,20,40]",
+                           "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}"),
+    # the lhs contracting dimension major, batch dimensions not leading
+    "strided_lhs": ("f32[9,4,11]", "f32[4,9,6]", "f32[4,11,6]",
+                    "lhs_batch_dims={1}, lhs_contracting_dims={0}, rhs_batch_dims={0}, rhs_contracting_dims={1}"),
+    "vector_f64": ("f64[300]", "f64[300,5]", "f64[5]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+    "inner_product": ("f32[33]", "f32[33]", "f32[]", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOTS))
+def test_blocked_dots_match_the_reference(name):
+    lhs, rhs, out, dims = DOTS[name]
+    module = hlofuse.loads(f"""HloModule dot
+fused {{ a = {lhs} parameter(0)  b = {rhs} parameter(1)  ROOT d = {out} dot(a, b), {dims} }}
+ENTRY e {{ a = {lhs} parameter(0)  b = {rhs} parameter(1)  ROOT f = {out} fusion(a, b), kind=kCustom, calls=fused }}""")
+    args = random_inputs([(p.shape.dims, p.shape.element_type) for p in module.entry.parameters], 5)
+    lowered, got = _run(module, args)
+    (kernel,) = lowered.kernels
+    assert kernel.generated and any("_tile_" in f for f in kernel.body.functions)
+    want = _leaves(evaluate(module, args))
+    assert relative_error(got[0], want[0]) <= 1e-5
+
+
+def test_a_library_fusion_with_a_dot_inside_runs_as_two_generated_kernels():
+    """XLA:CPU's attention: a YNNPACK fusion of the scores' dot, the scale, the row max and
+    the exp runs as the dot's kernel into a temporary, then the rest's kernel; the plan
+    matches the reference; CUDA (no generated dots) keeps it one library call."""
+    from pathlib import Path
+
+    from hlofuse import bench
+
+    source = bench.load_source(str(Path(__file__).resolve().parent.parent / "sample_dumps" / "cpu" / "attention"))
+    plan = bench.make_plans(source, ["xla"])
+    lowered = lower(plan[0].module, generated_dots=True)
+    assert all(k.generated for k in lowered.kernels)
+    labels = [k.label for k in lowered.kernels]
+    assert "main.3/ynn_fusion.2 (dot)" in labels and "main.3/ynn_fusion.2" in labels
+    assert labels.index("main.3/ynn_fusion.2 (dot)") + 1 == labels.index("main.3/ynn_fusion.2")
+    assert not [k for k in lower(plan[0].module).kernels if k.label == "main.3/ynn_fusion.2"][0].generated
+    (result,) = bench.run_plans(plan, CpuDevice(), repeat=1, warmup=0)
+    assert result.ok and result.max_rel_error <= 1e-5

@@ -279,8 +279,8 @@ ENTRY main { x = f32[3,37] parameter(0)  five = f32[] constant(5)
 def test_small_dots_are_generated_on_the_cpu_and_large_ones_go_to_blas():
     """XLA:CPU's rnn_scan: f32[16,128] x f32[128,128] in the loop body, a generated loop nest
     (a row of results, the contracting loop outside the vectorized row loop); the same dots
-    stay library calls when the device asks for none (CUDA: cuBLAS), and a dot above
-    GENERATED_DOT_MACS goes to NumPy's BLAS without the evaluator."""
+    stay library calls when the device asks for none (CUDA: cuBLAS), and a dot the CPU does
+    not block above GENERATED_DOT_MACS goes to NumPy's BLAS without the evaluator."""
     from hlofuse import bench
     from hlofuse.execute import lower as lowering
 
@@ -292,11 +292,19 @@ def test_small_dots_are_generated_on_the_cpu_and_large_ones_go_to_blas():
     assert all(not k.generated for k in lower(module).kernels if k.kind == "kCustom")
     results = bench.run_plans(bench.make_plans(source, ["unfused", "xla"]), CpuDevice(), repeat=1, warmup=0)
     assert all(r.ok for r in results)
-    big = bench.make_plans(bench.load_source(str(SAMPLES / "cpu" / "mlp")), ["xla"])[0].module
+    # the mlp's dots (8.4M multiply-adds) are blocked for registers, as a library would
+    mlp = bench.make_plans(bench.load_source(str(SAMPLES / "cpu" / "mlp")), ["xla"])[0].module
+    assert all(k.generated for k in lower(mlp, generated_dots=True).kernels)
+    # two contracting dimensions: not blocked, and past GENERATED_DOT_MACS: BLAS
+    big = hlofuse.loads("""HloModule big
+fused { a = f32[64,32,32] parameter(0)  b = f32[32,32,512] parameter(1)
+        ROOT d = f32[64,512] dot(a, b), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1} }
+ENTRY e { a = f32[64,32,32] parameter(0)  b = f32[32,32,512] parameter(1)
+          ROOT f = f32[64,512] fusion(a, b), kind=kCustom, calls=fused }""")
     lowered = lower(big, generated_dots=True)
     library = [k for k in lowered.kernels if not k.generated]
     assert library and all(cpu.plain_dot(lowered, k) is not None for k in library)
-    assert lowering.GENERATED_DOT_MACS == 1 << 20
+    assert 64 * 512 * 1024 > lowering.GENERATED_DOT_MACS == 1 << 20
 
 
 def test_an_element_loop_writing_over_its_inputs_is_still_vectorized():

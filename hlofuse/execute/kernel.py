@@ -14,7 +14,8 @@ from .. import attributes as attrs
 from .. import ir
 from .emit import (_BITS, LANES, Arg, EmitError, Emitter, Frame, Idx, _clamped, _start_indices, ctype,
                    linear)
-from .library_nests import conv_on_cpu, conv_supported, topk_comparator, topk_on_cpu, topk_supported
+from .library_nests import (blocked_dot_on_cpu, blocked_dot_supported, conv_on_cpu, conv_supported, topk_comparator,
+                            topk_on_cpu, topk_supported)
 from .nests import (COLUMN_SLICES, COLUMN_TILE, column_reduction, columns_on_cpu, columns_on_cuda, dot_on_cpu,
                     start_group)
 
@@ -191,7 +192,10 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
         return body
     if comp.root.opcode == "dot" and len(leaves) == 1:
         group = _elements(em, frame, leaves, out_args, 0)  # a thread per output (CUDA keeps cuBLAS)
-        group.cpu_body = dot_on_cpu(em, frame, comp.root, leaves[0][2], out_args[0])
+        if blocked_dot_supported(root, comp):
+            group.cpu_body = blocked_dot_on_cpu(em, frame, root, leaves[0][2], out_args[0], name, body.functions)
+        else:
+            group.cpu_body = dot_on_cpu(em, frame, comp.root, leaves[0][2], out_args[0])
         groups.append(group)
         return body
     hero = column_reduction(comp, leaves)

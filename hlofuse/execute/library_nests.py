@@ -258,3 +258,123 @@ def topk_on_cpu(em: Emitter, frame: Frame, instr: ir.Instruction, outs: list[str
         depth -= 1
         add("}")
     return lines
+
+
+# ------------------------------------------------------------------------------------------
+# Dot, blocked
+# ------------------------------------------------------------------------------------------
+
+#: A blocked dot's tile: DOT_ROWS lhs rows by DOT_COLUMNS[et] output columns of sums kept in
+#: registers (16 AVX-512 registers of f32), each packed rhs row read once for all rows.
+DOT_ROWS = 8
+DOT_COLUMNS = {"f32": 32, "f64": 16}
+#: The packed rhs panel (contracting size x DOT_COLUMNS) lives on the stack: at most this many
+#: elements (128 KB of f32).
+DOT_PANEL = 32768
+
+
+def _dot_dims(dot: ir.Instruction, comp: ir.Computation):
+    from .interp import dot_dims
+
+    ls, rs = comp[dot.operands[0]].shape, comp[dot.operands[1]].shape
+    lc, rc, lb, rb = dot_dims(dot)
+    lfree = [d for d in range(ls.rank) if d not in lc and d not in lb]
+    rfree = [d for d in range(rs.rank) if d not in rc and d not in rb]
+    return ls, rs, lc, rc, lb, rb, lfree, rfree
+
+
+def blocked_dot_supported(dot: ir.Instruction, comp: ir.Computation) -> bool:
+    """Dots the CPU runs blocked: f32 or f64 throughout, operands that are the kernel's
+    parameters, one contracting dimension and at most one free dimension per side (any batch
+    dimensions), a contracting size whose panel fits DOT_PANEL."""
+    if dot.opcode != "dot" or not dot.shape.is_array or dot.shape.element_type not in DOT_COLUMNS:
+        return False
+    et = dot.shape.element_type
+    if any(_parameter(comp, o) is None or comp[o].shape.element_type != et for o in dot.operands[:2]):
+        return False
+    ls, rs, lc, rc, lb, rb, lfree, rfree = _dot_dims(dot, comp)
+    return (len(lc) == 1 and len(rc) == 1 and len(lfree) <= 1 and len(rfree) <= 1
+            and ls.dims[lc[0]] * DOT_COLUMNS[et] <= DOT_PANEL)
+
+
+def blocked_dot_on_cpu(em: Emitter, frame: Frame, dot: ir.Instruction, out_shape: ir.Shape, out: str,
+                       kernel: str, functions: list[str]) -> list[str]:
+    """A dot as XLA:CPU's libraries (YNNPACK, Eigen) run one, blocked for registers: for each
+    batch and each panel of DOT_COLUMNS output columns, the rhs panel is packed contiguous
+    (contracting index major), then each tile of DOT_ROWS lhs rows keeps its DOT_ROWS x
+    DOT_COLUMNS sums in registers while the contracting index runs, each step a broadcast
+    lhs element times a packed row (vectorized); row and column remainders are tiles of
+    their own constant sizes.  Each output sums its products in order with fused
+    multiply-adds in the output type (the check's tolerance covers the rounding).  The tiles
+    are functions `kernel`_tile_RxC added to `functions`."""
+    start_group(em)
+    comp = frame.comp
+    ls, rs, lc, rc, lb, rb, lfree, rfree = _dot_dims(dot, comp)
+    et = out_shape.element_type
+    t = ctype(et)
+    fma = "__builtin_fmaf" if et == "f32" else "__builtin_fma"
+    lhs = em.input_arg(("param", comp[dot.operands[0]].parameter_number), et)
+    rhs = em.input_arg(("param", comp[dot.operands[1]].parameter_number), et)
+    lst, rst, ost = strides(ls), strides(rs), strides(out_shape)
+    k_size = ls.dims[lc[0]]
+    rows = ls.dims[lfree[0]] if lfree else 1
+    cols = rs.dims[rfree[0]] if rfree else 1
+    lsm = lst[lfree[0]] if lfree else 0
+    rsn = rst[rfree[0]] if rfree else 0
+    nb = len(lb)
+    osm = ost[nb] if lfree else 0
+    osn = ost[nb + len(lfree)] if rfree else 0
+    width = DOT_COLUMNS[et]
+    tile_fn = f"{kernel}_tile"
+
+    def tile(p: int, n: int) -> str:
+        name = f"{tile_fn}_{p}x{n}"
+        functions.append("\n".join([
+            f"HF_FN void {name}(const {t}* __restrict__ l, const {t}* __restrict__ panel, {t}* __restrict__ o) {{",
+            f"  {t} acc[{p}][{n}];",
+            f"  for (i64 r = 0; r < {p}; ++r) for (i64 c = 0; c < {n}; ++c) acc[r][c] = 0;",
+            f"  for (i64 k = 0; k < {k_size}; ++k) {{",
+            f"    {t} x[{p}];",
+            f"    for (i64 r = 0; r < {p}; ++r) x[r] = l[r * {lsm} + k * {lst[lc[0]]}];",
+            f"    const {t}* row = panel + k * {n};",
+            f"    for (i64 c = 0; c < {n}; ++c) {{",
+            f"      const {t} y = row[c];",
+            f"      for (i64 r = 0; r < {p}; ++r) acc[r][c] = {fma}(x[r], y, acc[r][c]);",
+            "    }",
+            "  }",
+            f"  for (i64 r = 0; r < {p}; ++r) for (i64 c = 0; c < {n}; ++c) o[r * {osm} + c * {osn}] = acc[r][c];",
+            "}"]))
+        return name
+
+    lines = [f"{t} panel[{k_size * width}];"]
+    depth = 0
+
+    def add(text: str) -> None:
+        lines.append("  " * depth + text)
+
+    for d, (a, b) in enumerate(zip(lb, rb)):
+        add(f"for (i64 b{d} = 0; b{d} < {ls.dims[a]}; ++b{d}) {{")
+        depth += 1
+    lbase = " + ".join([f"b{d} * {lst[a]}" for d, a in enumerate(lb)] or ["0"])
+    rbase = " + ".join([f"b{d} * {rst[b]}" for d, b in enumerate(rb)] or ["0"])
+    obase = " + ".join([f"b{d} * {ost[d]}" for d in range(nb)] or ["0"])
+    add(f"const {t}* L = {lhs} + {lbase}; const {t}* R = {rhs} + {rbase}; {t}* O = {out} + {obase};")
+    full_cols, col_rest = divmod(cols, width)
+    full_rows, row_rest = divmod(rows, DOT_ROWS)
+    for n, start, count in ((width, "0", full_cols), (col_rest, f"{full_cols * width}", 1 if col_rest else 0)):
+        if not count:
+            continue
+        add(f"for (i64 n0 = {start}; n0 < {start} + {count * n}; n0 += {n}) {{")
+        add(f"  for (i64 k = 0; k < {k_size}; ++k) for (i64 c = 0; c < {n}; ++c) "
+            f"panel[k * {n} + c] = R[k * {rst[rc[0]]} + (n0 + c) * {rsn}];")
+        if full_rows:
+            add(f"  for (i64 m0 = 0; m0 < {full_rows * DOT_ROWS}; m0 += {DOT_ROWS}) "
+                f"{tile(DOT_ROWS, n)}(L + m0 * {lsm}, panel, O + m0 * {osm} + n0 * {osn});")
+        if row_rest:
+            m0 = full_rows * DOT_ROWS
+            add(f"  {tile(row_rest, n)}(L + {m0 * lsm}, panel, O + {m0 * osm} + n0 * {osn});")
+        add("}")
+    for _ in lb:
+        depth -= 1
+        add("}")
+    return lines
