@@ -319,3 +319,42 @@ def test_an_element_loop_writing_over_its_inputs_is_still_vectorized():
     loop = next(i for i in range(start, len(lines)) if lines[i].lstrip().startswith("for ("))
     assert lines[loop - 1] == "#pragma GCC ivdep"
     assert loop + 1 in _vectorized_lines(text)
+
+
+def test_elementwise_kernels_run_as_one_flat_loop_in_memory_order():
+    """XLA:CPU's threefry rounds on u32[2048,5] (cartpole_a_rng): every array of the kernel
+    has the output's dimensions and layout, or is a broadcast scalar, so one loop of 10240
+    runs in memory order (GCC vectorizes it; rows of 5 it did not).  Column-major and size-1
+    dimensions index the same buffers; a broadcast of a row keeps the nested loops."""
+    from hlofuse import bench
+
+    source = bench.load_source(str(SAMPLES / "cpu" / "cartpole_a_rng"))
+    plan = bench.make_plans(source, ["xla"])
+    lowered = lower(plan[0].module, generated_dots=True)
+    rounds = [k for k in lowered.kernels if k.generated and k.body.groups[0].dims == (10240,)]
+    assert len(rounds) >= 2
+    text = """HloModule flat
+fused {
+  a = f32[3,1,5]{0,1,2} parameter(0)  b = f32[3,1,5]{0,1,2} parameter(1)  s = f32[] parameter(2)
+  r = f32[5] parameter(3)
+  bs = f32[3,1,5]{0,1,2} broadcast(s), dimensions={}  m = f32[3,1,5]{0,1,2} multiply(a, bs)
+  x = f32[3,1,5]{0,1,2} add(m, b)  br = f32[3,1,5]{0,1,2} broadcast(r), dimensions={2}
+  ROOT t = (f32[3,1,5]{0,1,2}, f32[3,1,5]{0,1,2}) tuple(x, br)
+}
+ENTRY e {
+  a = f32[3,1,5]{0,1,2} parameter(0)  b = f32[3,1,5]{0,1,2} parameter(1)  s = f32[] parameter(2)
+  r = f32[5] parameter(3)
+  ROOT f = (f32[3,1,5]{0,1,2}, f32[3,1,5]{0,1,2}) fusion(a, b, s, r), kind=kLoop, calls=fused
+}"""
+    module = hlofuse.loads(text)
+    only_x = hlofuse.loads(text.replace("tuple(x, br)", "tuple(x, x)"))
+    assert lower(only_x).kernels[0].body.groups[0].dims == (15,)
+    assert lower(module).kernels[0].body.groups[0].dims != (15,)  # the row broadcast is indexed
+    for m in (module, only_x):
+        args = random_inputs([(p.shape.dims, p.shape.element_type) for p in m.entry.parameters], 2)
+        runner = Runner(lower(m), CpuDevice())
+        runner.set_inputs(args)
+        runner.count()
+        want = evaluate(m, args)
+        for got, w in zip(runner.outputs(), want):
+            np.testing.assert_array_equal(got, np.asarray(w))
