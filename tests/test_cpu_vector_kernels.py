@@ -358,3 +358,27 @@ ENTRY e {
         want = evaluate(m, args)
         for got, w in zip(runner.outputs(), want):
             np.testing.assert_array_equal(got, np.asarray(w))
+
+
+def test_rows_of_five_random_words_are_read_through_an_opaque_stride_and_vectorized():
+    """cartpole_a_rng's step reads u32[2048,5] random words at 5*i + c: GCC 12 refuses the
+    group of 5 (the loop stayed scalar); the stride read through hf_s5, which it cannot fold,
+    it vectorizes element by element."""
+    bodies, text = _rendered("cpu/cartpole_a_rng", "xla")
+    kernel = text[text.index("void k_copy_select_fusion("):]
+    kernel = kernel[: kernel.index("\n}\n")]
+    assert "hf_s5*i0_0" in kernel and "5*i0_0" not in kernel.replace("hf_s5*i0_0", "")
+    lines = text.splitlines()
+    start = lines.index("void k_copy_select_fusion(void** b) {")
+    loop = next(i for i in range(start, len(lines)) if lines[i].lstrip().startswith("for (")) + 1
+    assert loop in _vectorized_lines(text)
+    assert cpu.opaque_strides(["x = a[15*i + 1] + a[5*i] + b[4*i] + c[5*j];"], "i") == \
+        (["x = a[15*i + 1] + a[hf_s5*i] + b[4*i] + c[5*j];"], [5])
+
+
+def test_cartpole_a_rng_plans_match_the_reference():
+    from hlofuse import bench
+
+    source = bench.load_source(str(SAMPLES / "cpu" / "cartpole_a_rng"))
+    results = bench.run_plans(bench.make_plans(source, ["unfused", "xla"]), CpuDevice(), repeat=1, warmup=0)
+    assert all(r.ok for r in results)
