@@ -2,10 +2,11 @@
 element loops that call it: straight-line code, no library calls, selects instead of
 branches, integer tricks instead of conversions the vector units lack.
 
-exp, log, log1p, logistic and tanh are computed in single precision, as XLA:CPU computes
-them: within 1, 2, 3, 2 and 2 ulp of the correctly rounded result (SINGLE_PRECISION,
-measured by the tests; XLA's own budgets are 6 ulp for exp and 3 for tanh, and it is within
-2 for log1p).  The others are
+exp, log, log1p, logistic, tanh, sine and cosine are computed in single precision, as
+XLA:CPU computes them: within 1, 2, 3, 2, 2, 1 and 1 ulp of the correctly rounded result
+(SINGLE_PRECISION, measured by the tests; XLA's own budgets are 6 ulp for exp and 3 for tanh,
+and it is within 2 for log1p, 1 for sine and cosine); sine and cosine reduce their argument
+in double precision (below).  The others (expm1) are
 evaluated in double precision and rounded once, keeping the accuracy of the reference
 evaluator's recipe (double-precision libm, rounded): their polynomials and reductions have
 relative errors of about 1e-13 or less before the rounding, so a result is the correctly
@@ -128,8 +129,8 @@ def c_source() -> str:
         inv.append(inv[-1] / n)
     exp_poly = " + r * (".join(_c(inv[n]) for n in range(0, 12)) + ")" * 11
     expm1_series = " + d * (".join(_c(inv[n]) for n in range(1, 7)) + ")" * 5
-    sin_poly = " + z * (".join(_c((-1) ** k * inv[2 * k + 1]) for k in range(7)) + ")" * 6
-    cos_poly = " + z * (".join(_c((-1) ** k * inv[2 * k]) for k in range(8)) + ")" * 7
+    sin_poly_f32 = " + z * (".join(f"{(-1) ** k * inv[2 * k + 1]!r}f" for k in range(1, 6)) + ")" * 4
+    cos_poly_f32 = " + z * (".join(f"{(-1) ** k * inv[2 * k]!r}f" for k in range(1, 7)) + ")" * 5
     exp_poly_f32 = " + r * (".join(f"{inv[n]!r}f" for n in range(0, 8)) + ")" * 7
     coefficients = tanh_coefficients()
     tanh_poly = " + z * (".join(f"{c!r}f" for c in coefficients) + ")" * (len(coefficients) - 1)
@@ -243,22 +244,26 @@ HF_FN f32 hf_tanh_f32(f32 x) {{
   const int large_ = (ax) >= {float(LARGE_TRIG)!r}f; \\
   const u64 q = hf_d_int_bits(large_ ? jl_ : js_) & 3u; \\
   const f64 r = large_ ? rl_ : rs_;
-HF_VM f64 hf_sin_poly(f64 r) {{ const f64 z = r * r; return r * ({sin_poly}); }}
-HF_VM f64 hf_cos_poly(f64 r) {{ const f64 z = r * r; return {cos_poly}; }}
+/* the reduced argument (|r| <= pi/4, to about 2^-60) rounded to float, then sine and cosine
+   by their Taylor polynomials in single precision (XLA:CPU's precision, twice the lanes) */
+HF_VM f32 hf_sin_poly(f32 r) {{ const f32 z = r * r; return r + r * z * ({sin_poly_f32}); }}
+HF_VM f32 hf_cos_poly(f32 r) {{ const f32 z = r * r; return 1.0f + z * ({cos_poly_f32}); }}
 HF_FN f32 hf_sin_f32(f32 x) {{
   const f32 ax = x < 0.0f ? -x : x;
   HF_REDUCE_PIO2(ax, r, q)
-  const f64 s = hf_sin_poly(r), c = hf_cos_poly(r);
-  const f64 v = (q & 1u) ? c : s;
-  const f32 y = (f32)((q & 2u) ? -v : v);
+  const f32 rf = (f32)r;
+  const f32 s = hf_sin_poly(rf), c = hf_cos_poly(rf);
+  const f32 v = (q & 1u) ? c : s;
+  const f32 y = (q & 2u) ? -v : v;
   return ax <= 3.4028234663852886e38f ? (x < 0.0f ? -y : y) : (x != x ? x : HF_NAN);
 }}
 HF_FN f32 hf_cos_f32(f32 x) {{
   const f32 ax = x < 0.0f ? -x : x;
   HF_REDUCE_PIO2(ax, r, q)
-  const f64 s = hf_sin_poly(r), c = hf_cos_poly(r);
-  const f64 v = (q & 1u) ? s : c;
-  const f32 y = (f32)(((q + 1u) & 2u) ? -v : v);
+  const f32 rf = (f32)r;
+  const f32 s = hf_sin_poly(rf), c = hf_cos_poly(rf);
+  const f32 v = (q & 1u) ? s : c;
+  const f32 y = ((q + 1u) & 2u) ? -v : v;
   return ax <= 3.4028234663852886e38f ? y : (x != x ? x : HF_NAN);
 }}
 """
@@ -269,4 +274,4 @@ FUNCTIONS = ("exp", "expm1", "logistic", "log", "log1p", "tanh", "sin", "cos")
 #: Those computed in single precision, and the largest error of each in ulps against the
 #: correctly rounded result (tests/test_cpu_vector_kernels.py measures it); the others are
 #: within 1 ulp and almost always correctly rounded.
-SINGLE_PRECISION = {"exp": 1, "log": 2, "log1p": 3, "logistic": 2, "tanh": 2}
+SINGLE_PRECISION = {"exp": 1, "log": 2, "log1p": 3, "logistic": 2, "tanh": 2, "sin": 1, "cos": 1}
