@@ -199,3 +199,14 @@ def test_a_library_fusion_with_a_dot_inside_runs_as_two_generated_kernels():
     assert not [k for k in lower(plan[0].module).kernels if k.label == "main.3/ynn_fusion.2"][0].generated
     (result,) = bench.run_plans(plan, CpuDevice(), repeat=1, warmup=0)
     assert result.ok and result.max_rel_error <= 1e-5
+
+
+def test_cuda_refuses_a_cpu_only_loop_nest():
+    from hlofuse.execute import cuda
+    from hlofuse.execute.emit import EmitError
+
+    x, w, out, attrs = CONVOLUTIONS["nhwc_same"]
+    (kernel,) = lower(_conv_module(x, w, out, attrs), generated_dots=True).kernels
+    assert kernel.body.groups[0].cpu_only
+    with pytest.raises(EmitError, match="CPU-only"):
+        cuda.render_kernel(kernel.body)
