@@ -305,6 +305,14 @@ ENTRY e { a = f32[64,32,32] parameter(0)  b = f32[32,32,512] parameter(1)
     library = [k for k in lowered.kernels if not k.generated]
     assert library and all(cpu.plain_dot(lowered, k) is not None for k in library)
     assert 64 * 512 * 1024 > lowering.GENERATED_DOT_MACS == 1 << 20
+    # blockable but past BLOCKED_DOT_MACS (the operands outgrow the caches): BLAS too
+    huge = hlofuse.loads("""HloModule huge
+fused { a = f32[256,512] parameter(0)  b = f32[512,256] parameter(1)
+        ROOT d = f32[256,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0} }
+ENTRY e { a = f32[256,512] parameter(0)  b = f32[512,256] parameter(1)
+          ROOT f = f32[256,256] fusion(a, b), kind=kCustom, calls=fused }""")
+    assert 256 * 256 * 512 > lowering.BLOCKED_DOT_MACS
+    assert [k.generated for k in lower(huge, generated_dots=True).kernels] == [False]
 
 
 def test_an_element_loop_writing_over_its_inputs_is_still_vectorized():

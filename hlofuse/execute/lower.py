@@ -560,12 +560,16 @@ def _is_library(instr: ir.Instruction, module: ir.Module | None = None, dots: bo
 #: Dots of at most this many multiply-adds are generated on the CPU; larger ones go to NumPy's
 #: BLAS, whose blocking beats a plain loop nest once its call costs little beside the work.
 GENERATED_DOT_MACS = 1 << 20
+#: Dots blocked for registers (library_nests.blocked_dot_on_cpu) are generated up to this many
+#: multiply-adds: the mlp's 8.4M run faster than NumPy's BLAS called back from C; beyond, a
+#: dot's operands outgrow the caches, which the register tiles do not block for.
+BLOCKED_DOT_MACS = 1 << 24
 
 
 def _generated_dot(dot: ir.Instruction, comp: ir.Computation) -> bool:
     """Dots the CPU generates: floating point, one array out, small (GENERATED_DOT_MACS) or
-    of a form it blocks for registers as a library would (library_nests.blocked_dot_on_cpu:
-    then any size, as fast as NumPy's BLAS single-threaded without the call back)."""
+    of a form it blocks for registers as a library would (library_nests.blocked_dot_on_cpu)
+    up to BLOCKED_DOT_MACS."""
     from .interp import dot_dims
 
     if dot.shape.element_type not in ("f32", "f64") or dot.shape.is_tuple:
@@ -574,7 +578,8 @@ def _generated_dot(dot: ir.Instruction, comp: ir.Computation) -> bool:
     contracted = 1
     for d in dot_dims(dot)[0]:
         contracted *= lhs.dims[d]
-    return dot.shape.elements * contracted <= GENERATED_DOT_MACS or blocked_dot_supported(dot, comp)
+    macs = dot.shape.elements * contracted
+    return macs <= GENERATED_DOT_MACS or (macs <= BLOCKED_DOT_MACS and blocked_dot_supported(dot, comp))
 
 
 def _generatable(module: ir.Module, comp: ir.Computation, dots: bool = False) -> bool:
