@@ -179,6 +179,20 @@ HF_FN f32 hf_logistic_f32(f32 x) {{
 }}
 /* log x in single precision: x = 2^e m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) with
    s = (m-1)/(m+1), e ln2 in two parts; subnormal x scaled by 2^23 first */
+/* log u for a positive normal finite u: no special cases (log1p's 1 + x is one) */
+HF_VM f32 hf_log_normal_f32(f32 u) {{
+  const u32 bits = hf_f_bits(u);
+  const i32 e = (i32)(bits - 0x3f3504f3u) >> 23;
+  const u32 mb = bits - ((u32)e << 23);
+  f32 m;
+  __builtin_memcpy(&m, &mb, 4);
+  const f32 ef = (f32)e;
+  const f32 sv = (m - 1.0f) / (m + 1.0f);
+  const f32 z = sv * sv;
+  const f32 s2 = 2.0f * sv;
+  const f32 lm = s2 + s2 * z * ({log_poly_f32});
+  return ef * 0.693145751953125f + (ef * 1.42860677e-06f + lm);
+}}
 HF_FN f32 hf_log_f32(f32 x) {{
   /* one comparison per select: a flag combined with && keeps the loop scalar (GCC 12) */
   const f32 xs = x > 0.0f ? (x <= 3.4028234663852886e38f ? x : 1.0f) : 1.0f;
@@ -203,7 +217,8 @@ HF_FN f32 hf_log1p_f32(f32 x) {{
   const f32 xr = regular ? x : 0.0f;
   const f32 u = 1.0f + xr;
   const f32 um = u - 1.0f;
-  const f32 r = um == 0.0f ? xr : hf_log_f32(u) * (xr / (um == 0.0f ? 1.0f : um));
+  /* u >= 2^-24 (x > -1) and finite: a normal number */
+  const f32 r = um == 0.0f ? xr : hf_log_normal_f32(u) * (xr / (um == 0.0f ? 1.0f : um));
   return regular ? r : (x == -1.0f ? -HF_INF : (x > 0.0f ? x : (x != x ? x : HF_NAN)));
 }}
 /* tanh in single precision: below TANH_SMALL an odd polynomial fitted here, above it
