@@ -39,7 +39,8 @@ def test_bench_cpu_on_a_cartpole_dump_json(tmp_path):
     assert list(plans) == ["unfused", "xla", "loop"]
     for p in plans.values():
         assert set(p) >= {"name", "kernels", "launches", "bytes", "median_s", "speedup", "max_rel_error", "ok"}
-        assert p["ok"] is True and p["max_rel_error"] == 0.0 and p["median_s"] > 0
+        # single-precision sine and cosine: within a few 1e-7 of the double-precision reference
+        assert p["ok"] is True and p["max_rel_error"] <= 1e-6 and p["median_s"] > 0
     assert plans["unfused"]["speedup"] == 1.0
     # 100 loop iterations: XLA's 2 simulation kernels + counter + copy... per step, one loop kernel
     assert plans["unfused"]["launches"] > plans["xla"]["launches"] > plans["loop"]["launches"]

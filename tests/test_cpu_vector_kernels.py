@@ -279,8 +279,8 @@ ENTRY main { x = f32[3,37] parameter(0)  five = f32[] constant(5)
 def test_small_dots_are_generated_on_the_cpu_and_large_ones_go_to_blas():
     """XLA:CPU's rnn_scan: f32[16,128] x f32[128,128] in the loop body, a generated loop nest
     (a row of results, the contracting loop outside the vectorized row loop); the same dots
-    stay library calls when the device asks for none (CUDA: cuBLAS), and a dot above
-    GENERATED_DOT_MACS goes to NumPy's BLAS without the evaluator."""
+    stay library calls when the device asks for none (CUDA: cuBLAS), and a dot the CPU does
+    not block above GENERATED_DOT_MACS goes to NumPy's BLAS without the evaluator."""
     from hlofuse import bench
     from hlofuse.execute import lower as lowering
 
@@ -292,11 +292,27 @@ def test_small_dots_are_generated_on_the_cpu_and_large_ones_go_to_blas():
     assert all(not k.generated for k in lower(module).kernels if k.kind == "kCustom")
     results = bench.run_plans(bench.make_plans(source, ["unfused", "xla"]), CpuDevice(), repeat=1, warmup=0)
     assert all(r.ok for r in results)
-    big = bench.make_plans(bench.load_source(str(SAMPLES / "cpu" / "mlp")), ["xla"])[0].module
+    # the mlp's dots (8.4M multiply-adds) are blocked for registers, as a library would
+    mlp = bench.make_plans(bench.load_source(str(SAMPLES / "cpu" / "mlp")), ["xla"])[0].module
+    assert all(k.generated for k in lower(mlp, generated_dots=True).kernels)
+    # two contracting dimensions: not blocked, and past GENERATED_DOT_MACS: BLAS
+    big = hlofuse.loads("""HloModule big
+fused { a = f32[64,32,32] parameter(0)  b = f32[32,32,512] parameter(1)
+        ROOT d = f32[64,512] dot(a, b), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1} }
+ENTRY e { a = f32[64,32,32] parameter(0)  b = f32[32,32,512] parameter(1)
+          ROOT f = f32[64,512] fusion(a, b), kind=kCustom, calls=fused }""")
     lowered = lower(big, generated_dots=True)
     library = [k for k in lowered.kernels if not k.generated]
     assert library and all(cpu.plain_dot(lowered, k) is not None for k in library)
-    assert lowering.GENERATED_DOT_MACS == 1 << 20
+    assert 64 * 512 * 1024 > lowering.GENERATED_DOT_MACS == 1 << 20
+    # blockable but past BLOCKED_DOT_MACS (the operands outgrow the caches): BLAS too
+    huge = hlofuse.loads("""HloModule huge
+fused { a = f32[256,512] parameter(0)  b = f32[512,256] parameter(1)
+        ROOT d = f32[256,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0} }
+ENTRY e { a = f32[256,512] parameter(0)  b = f32[512,256] parameter(1)
+          ROOT f = f32[256,256] fusion(a, b), kind=kCustom, calls=fused }""")
+    assert 256 * 256 * 512 > lowering.BLOCKED_DOT_MACS
+    assert [k.generated for k in lower(huge, generated_dots=True).kernels] == [False]
 
 
 def test_an_element_loop_writing_over_its_inputs_is_still_vectorized():
@@ -311,3 +327,66 @@ def test_an_element_loop_writing_over_its_inputs_is_still_vectorized():
     loop = next(i for i in range(start, len(lines)) if lines[i].lstrip().startswith("for ("))
     assert lines[loop - 1] == "#pragma GCC ivdep"
     assert loop + 1 in _vectorized_lines(text)
+
+
+def test_elementwise_kernels_run_as_one_flat_loop_in_memory_order():
+    """XLA:CPU's threefry rounds on u32[2048,5] (cartpole_a_rng): every array of the kernel
+    has the output's dimensions and layout, or is a broadcast scalar, so one loop of 10240
+    runs in memory order (GCC vectorizes it; rows of 5 it did not).  Column-major and size-1
+    dimensions index the same buffers; a broadcast of a row keeps the nested loops."""
+    from hlofuse import bench
+
+    source = bench.load_source(str(SAMPLES / "cpu" / "cartpole_a_rng"))
+    plan = bench.make_plans(source, ["xla"])
+    lowered = lower(plan[0].module, generated_dots=True)
+    rounds = [k for k in lowered.kernels if k.generated and k.body.groups[0].dims == (10240,)]
+    assert len(rounds) >= 2
+    text = """HloModule flat
+fused {
+  a = f32[3,1,5]{0,1,2} parameter(0)  b = f32[3,1,5]{0,1,2} parameter(1)  s = f32[] parameter(2)
+  r = f32[5] parameter(3)
+  bs = f32[3,1,5]{0,1,2} broadcast(s), dimensions={}  m = f32[3,1,5]{0,1,2} multiply(a, bs)
+  x = f32[3,1,5]{0,1,2} add(m, b)  br = f32[3,1,5]{0,1,2} broadcast(r), dimensions={2}
+  ROOT t = (f32[3,1,5]{0,1,2}, f32[3,1,5]{0,1,2}) tuple(x, br)
+}
+ENTRY e {
+  a = f32[3,1,5]{0,1,2} parameter(0)  b = f32[3,1,5]{0,1,2} parameter(1)  s = f32[] parameter(2)
+  r = f32[5] parameter(3)
+  ROOT f = (f32[3,1,5]{0,1,2}, f32[3,1,5]{0,1,2}) fusion(a, b, s, r), kind=kLoop, calls=fused
+}"""
+    module = hlofuse.loads(text)
+    only_x = hlofuse.loads(text.replace("tuple(x, br)", "tuple(x, x)"))
+    assert lower(only_x).kernels[0].body.groups[0].dims == (15,)
+    assert lower(module).kernels[0].body.groups[0].dims != (15,)  # the row broadcast is indexed
+    for m in (module, only_x):
+        args = random_inputs([(p.shape.dims, p.shape.element_type) for p in m.entry.parameters], 2)
+        runner = Runner(lower(m), CpuDevice())
+        runner.set_inputs(args)
+        runner.count()
+        want = evaluate(m, args)
+        for got, w in zip(runner.outputs(), want):
+            np.testing.assert_array_equal(got, np.asarray(w))
+
+
+def test_rows_of_five_random_words_are_read_through_an_opaque_stride_and_vectorized():
+    """cartpole_a_rng's step reads u32[2048,5] random words at 5*i + c: GCC 12 refuses the
+    group of 5 (the loop stayed scalar); the stride read through hf_s5, which it cannot fold,
+    it vectorizes element by element."""
+    bodies, text = _rendered("cpu/cartpole_a_rng", "xla")
+    kernel = text[text.index("void k_copy_select_fusion("):]
+    kernel = kernel[: kernel.index("\n}\n")]
+    assert "hf_s5*i0_0" in kernel and "5*i0_0" not in kernel.replace("hf_s5*i0_0", "")
+    lines = text.splitlines()
+    start = lines.index("void k_copy_select_fusion(void** b) {")
+    loop = next(i for i in range(start, len(lines)) if lines[i].lstrip().startswith("for (")) + 1
+    assert loop in _vectorized_lines(text)
+    assert cpu.opaque_strides(["x = a[15*i + 1] + a[5*i] + b[4*i] + c[5*j];"], "i") == \
+        (["x = a[15*i + 1] + a[hf_s5*i] + b[4*i] + c[5*j];"], [5])
+
+
+def test_cartpole_a_rng_plans_match_the_reference():
+    from hlofuse import bench
+
+    source = bench.load_source(str(SAMPLES / "cpu" / "cartpole_a_rng"))
+    results = bench.run_plans(bench.make_plans(source, ["unfused", "xla"]), CpuDevice(), repeat=1, warmup=0)
+    assert all(r.ok for r in results)

@@ -219,12 +219,16 @@ def test_cpu_kernels_match_the_reference(name):
         assert relative_error(g, w) <= 1e-5, f"output {k}"
 
 
-def test_unfused_and_fused_cartpole_kernels_are_bit_exact():
+def test_unfused_and_fused_cartpole_kernels_agree():
+    """Every plan computes each value with the same single-precision functions: they differ
+    from the reference (double-precision sine and cosine, rounded) by the same rounding, a
+    few 1e-7, whatever the fusion."""
     from hlofuse.bench import load_source, make_plans, run_plans
 
     source = load_source(str(SAMPLES / "gpu-current-h100" / "cartpole_b_concat"))
     results = run_plans(make_plans(source, ["unfused", "xla", "loop"]), CpuDevice(), repeat=1, warmup=0)
-    assert [r.max_rel_error for r in results] == [0.0, 0.0, 0.0]
+    errors = [r.max_rel_error for r in results]
+    assert len(set(errors)) == 1 and errors[0] <= 1e-6
     unfused, xla, loop = results
     # 100 iterations: XLA's body is a concatenate fusion, the counter and a copy per step
     assert xla.launches == 302 and unfused.launches > 15 * xla.launches

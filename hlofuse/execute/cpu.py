@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -69,6 +70,9 @@ def render_kernel(body: KernelBody) -> str:
             continue
         depth = 1
         lines.append("  {")
+        inner = [d for d in group.order if group.dims[d] > 1]
+        body, opaque = opaque_strides(group.body, group.vars[inner[-1]] if inner else None)
+        lines += [f"  i64 hf_s{k} = {k}; __asm__(\"\" : \"+r\"(hf_s{k}));" for k in opaque]
         opened = 0
         for position, d in enumerate(group.order):
             if group.hoisted and position == group.hoist_depth:  # once per outer iteration
@@ -84,10 +88,33 @@ def render_kernel(body: KernelBody) -> str:
                 # between the row's loads; either way the loop stayed scalar
                 lines.append("#pragma GCC ivdep")
             lines.append("  " * depth + f"for (i64 {var} = 0; {var} < {size}; ++{var})")
-        lines += ["  " * (depth + 1) + "{"] + ["  " * (depth + 1) + line for line in group.body] + \
+        lines += ["  " * (depth + 1) + "{"] + ["  " * (depth + 1) + line for line in body] + \
                  ["  " * (depth + 1) + "}"] + ["  " * (depth + 1) + "}"] * opened + ["  }"]
     lines.append("}")
     return "\n".join(lines)
+
+
+#: Strides GCC 12's vectorizer refuses as a group of interleaved accesses (it takes 2, 3, 4
+#: and 8): rows of 5 random words (threefry's u32[2048,5]) kept the whole loop scalar.
+REFUSED_STRIDES = (5, 6, 7)
+
+
+def opaque_strides(body: list[str], var: str | None) -> tuple[list[str], list[int]]:
+    """The loop body with `k*var` (k in REFUSED_STRIDES) read through a variable the compiler
+    cannot see through (`hf_sK`, an empty asm keeps it from folding the constant back): a
+    stride it does not know it vectorizes by building each vector element by element, where
+    the known group of 5 it refuses.  Returns the body and the strides hidden."""
+    if var is None:
+        return body, []
+    pattern = re.compile(rf"\b({'|'.join(map(str, REFUSED_STRIDES))})\*{re.escape(var)}\b")
+    used: set[int] = set()
+
+    def hide(match: re.Match) -> str:
+        used.add(int(match.group(1)))
+        return f"hf_s{match.group(1)}*{var}"
+
+    out = [pattern.sub(hide, line) for line in body]
+    return out, sorted(used)
 
 
 def compiler() -> str:

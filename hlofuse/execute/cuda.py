@@ -22,7 +22,7 @@ import tempfile
 import numpy as np
 
 from ..errors import BackendUnavailable, ExecutionError
-from .emit import ctype
+from .emit import EmitError, ctype
 from .kernel import KernelBody
 from .prelude import prelude
 
@@ -56,6 +56,8 @@ def render_kernel(body: KernelBody) -> str:
         for group in body.groups:
             if group.phase != phase:
                 continue
+            if group.cpu_only:
+                raise EmitError(f"kernel {body.label}: a CPU-only loop nest (its op is a library call on CUDA)")
             if group.cuda_body is not None:  # a block's own code (a column reduction's tile)
                 lines += ["  {", "  const i64 hf_tx = threadIdx.x % 32, hf_ty = threadIdx.x / 32;",
                           "  const i64 hf_col = (i64)blockIdx.x * 32 + hf_tx;"]

@@ -14,6 +14,8 @@ from .. import attributes as attrs
 from .. import ir
 from .emit import (_BITS, LANES, Arg, EmitError, Emitter, Frame, Idx, _clamped, _start_indices, ctype,
                    linear)
+from .library_nests import (blocked_dot_on_cpu, blocked_dot_supported, conv_on_cpu, conv_supported, topk_comparator,
+                            topk_on_cpu, topk_supported)
 from .nests import (COLUMN_SLICES, COLUMN_TILE, column_reduction, columns_on_cpu, columns_on_cuda, dot_on_cpu,
                     start_group)
 
@@ -52,6 +54,9 @@ class Group:
     #: a CUDA block's code instead of a thread per element (a column reduction's tile:
     #: COLUMN_TILE outputs by COLUMN_SLICES slices of the reduced rows), or None
     cuda_body: list[str] | None = None
+    #: a loop nest only the CPU has (execute/library_nests.py: CUDA keeps those ops library
+    #: calls); CUDA refuses to render it
+    cpu_only: bool = False
 
     @property
     def elements(self) -> int:
@@ -167,6 +172,16 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
             groups.append(_elements(em, frame, [(root.operands[0], 0, leaves[0][2])], out_args, 0))
         groups.append(_scatter(em, frame, root, out_args[0], len(groups), body))
         return body
+    if conv_supported(root, comp):
+        groups.append(Group(leaves[0][2].dims, (), [], [], cpu_only=True,
+                             cpu_body=conv_on_cpu(em, frame, root, leaves[0][2], out_args[0])))
+        return body
+    if topk_supported(root, comp):
+        fn = f"{name}_before"
+        body.functions.append(topk_comparator(em, root, fn, leaves[0][2].element_type))
+        groups.append(Group(leaves[0][2].dims, (), [], [], cpu_only=True,
+                            cpu_body=topk_on_cpu(em, frame, root, out_args, fn)))
+        return body
     hero = concatenate_hero(comp)
     if hero is not None and len(leaves) == 1:
         groups.append(_by_concatenate_operand(em, frame, hero, leaves[0][2], out_args[0]))
@@ -177,7 +192,10 @@ def generate(module: ir.Module, comp: ir.Computation, name: str, *, in_place: bo
         return body
     if comp.root.opcode == "dot" and len(leaves) == 1:
         group = _elements(em, frame, leaves, out_args, 0)  # a thread per output (CUDA keeps cuBLAS)
-        group.cpu_body = dot_on_cpu(em, frame, comp.root, leaves[0][2], out_args[0])
+        if blocked_dot_supported(root, comp):
+            group.cpu_body = blocked_dot_on_cpu(em, frame, root, leaves[0][2], out_args[0], name, body.functions)
+        else:
+            group.cpu_body = dot_on_cpu(em, frame, comp.root, leaves[0][2], out_args[0])
         groups.append(group)
         return body
     hero = column_reduction(comp, leaves)
@@ -211,11 +229,64 @@ def _elements(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int)
     branches keeps one element per iteration."""
     shape = outputs[0][2]
     order = tuple(reversed(shape.minor_to_major))
+    if flat_elementwise(frame.comp, outputs):
+        return _flat_element_loop(em, frame, outputs, out_args, gid)
     if len(shape.dims) > 1 and shape.dims[order[-1]] in UNROLL_MINOR:
         group = _element_loop(em, frame, outputs, out_args, gid, order[-1])
         if not any(line.lstrip().startswith(("if (", "} else")) for line in group.body):
             return group
     return _element_loop(em, frame, outputs, out_args, gid, None)
+
+
+def flat_elementwise(comp: ir.Computation, outputs) -> bool:
+    """Whether the outputs (of two or more dimensions) are computed element by element from
+    arrays of their own dimensions and layout: every array the output index reaches is an
+    elementwise op, a parameter or a constant of the outputs' shape, or a broadcast of a
+    scalar (below which the index is not used).  Then one loop over the elements in memory
+    order computes them (threefry's rounds on u32[2048,5] rows: a loop of 5 per row is one
+    GCC does not vectorize; a flat loop of 10240 it does)."""
+    from ..opcodes import ELEMENTWISE
+
+    first = outputs[0][2]
+    if first.rank < 2 or any(s.dims != first.dims or s.minor_to_major != first.minor_to_major
+                             for _, _, s in outputs):
+        return False
+    seen: set[str] = set()
+    todo = [name for name, _, _ in outputs]
+    while todo:
+        instr = comp[todo.pop()]
+        if instr.name in seen:
+            continue
+        seen.add(instr.name)
+        shape = instr.shape
+        if not shape.is_array or shape.dims != first.dims or shape.minor_to_major != first.minor_to_major:
+            return False
+        if instr.opcode == "broadcast":
+            if comp[instr.operands[0]].shape.rank != 0:
+                return False
+            continue
+        if instr.opcode in ("parameter", "constant"):
+            continue
+        if instr.opcode not in ELEMENTWISE or instr.opcode == "map":
+            return False
+        todo += list(instr.operands)
+    return True
+
+
+def _flat_element_loop(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int) -> Group:
+    """The outputs computed over one index running through memory order: it stands at the
+    layout's most minor dimension longer than 1, the others at 0, so each array's offset is the index itself
+    (flat_elementwise: every array indexed shares that layout)."""
+    _start_group(em, lanes_ok=False)
+    shape = outputs[0][2]
+    (name,) = _index_vars(em, gid, (shape.elements,))
+    index = [Idx()] * shape.rank
+    minor = next((d for d in shape.minor_to_major if shape.dims[d] > 1), shape.minor_to_major[0])
+    index[minor] = Idx.of(name)  # dimensions of size 1 more minor than it add nothing
+    values = [em.value(frame, out, index)[leaf] for out, leaf, _ in outputs]
+    for arg, value in zip(out_args, values):
+        em.line(f"{arg}[{name}] = {value};")
+    return Group((shape.elements,), (0,), [name], em.lines, independent=True)
 
 
 def _element_loop(em: Emitter, frame: Frame, outputs, out_args: list[str], gid: int, minor: int | None) -> Group:

@@ -30,6 +30,7 @@ from ..errors import ExecutionError
 from ..opcodes import NON_KERNEL
 from . import emit, numeric
 from .kernel import KernelBody, generate
+from .library_nests import blocked_dot_supported, conv_supported, topk_supported
 from .interp import THREEFRY_TARGETS, literal_value
 
 Tree = Union[int, tuple, None]  # a buffer id, a tuple of trees, or a token
@@ -364,6 +365,17 @@ class Lowerer:
         label = f"{scope.comp.name}/{instr.name}"
         library = _is_library(instr, self.module, self.generated_dots, scope.comp)
         kind = _kernel_kind(instr) if library or instr.opcode == "fusion" else instr.opcode
+        split = outlined_dot(self.module, instr) if library and self.generated_dots else None
+        if split is not None:
+            # a library fusion holding a dot and per-element code after it (XLA:CPU's YNNPACK
+            # fusion of attention's scores, max and exp): the dot's kernel into a temporary,
+            # then the rest's kernel reading it, both generated
+            dot_comp, rest_comp, dot_operands = split
+            temp = self.new_buffer(dot_comp.root.shape)
+            self._generated(scope, instr, dot_comp, self.symbol(instr.name + ".dot"), label + " (dot)", "dot",
+                            [operands[k] for k in dot_operands], steps, outputs=temp)
+            return self._generated(scope, instr, rest_comp, self.symbol(instr.name), label, kind,
+                                   list(operands) + [temp], steps)
         if library:
             outputs = self._output_tree(scope, instr)
             flat_in = []
@@ -380,10 +392,17 @@ class Lowerer:
             return outputs
         comp = _kernel_computation(self.module, scope.comp, instr)
         in_place = self._in_place_ok(scope, instr) and _sole_user_is_root(comp)
-        body = generate(self.module, comp, self.symbol(instr.name), in_place=in_place, label=label)
+        return self._generated(scope, instr, comp, self.symbol(instr.name), label, kind, operands, steps, in_place)
+
+    def _generated(self, scope: _Scope, instr: ir.Instruction, comp: ir.Computation, name: str, label: str,
+                   kind: str, operands: list[Tree], steps: list, in_place: bool = False,
+                   outputs: Tree | None = None) -> Tree:
+        """One generated kernel computing `comp` from `operands` (its parameters in order)
+        into `outputs` (by default new buffers for `instr`'s result)."""
+        body = generate(self.module, comp, name, in_place=in_place, label=label)
         if body.in_place:  # the result lives in the operand's buffer
             outputs = self._leaves(operands[body.in_place[0]])[0]
-        else:
+        elif outputs is None:
             outputs = self._output_tree(scope, instr)
         out_leaves = self._leaves(outputs)
         args = []
@@ -522,12 +541,15 @@ def _is_library(instr: ir.Instruction, module: ir.Module | None = None, dots: bo
     hlofuse generates that one kernel when everything in it is per-element code (reductions,
     elementwise ops, broadcasts...), and calls the library only for the fusions that hold a
     library op (a dot, a convolution...).  With `dots` (the CPU's choice: its library is
-    NumPy, called back from C), a dot is generated too, when it is the kernel's root (its
-    own loop nest, execute/kernel.py)."""
+    NumPy, called back from C), a dot or a convolution is generated too, when it is the
+    kernel's root (its own loop nest, execute/kernel.py), and so is XLA's TopK custom call
+    (execute/library_nests.py)."""
     if instr.opcode == "fusion":
         if instr.fusion_kind != "kCustom":
             return False
         return module is None or not _generatable(module, module[instr.fused_computation.lstrip("%")], dots)
+    if dots and comp is not None and (conv_supported(instr, comp) or topk_supported(instr, comp)):
+        return False
     if instr.opcode == "custom-call":
         return (instr.custom_call_target or "") not in THREEFRY_TARGETS
     if instr.opcode == "dot" and dots and comp is not None:
@@ -538,10 +560,16 @@ def _is_library(instr: ir.Instruction, module: ir.Module | None = None, dots: bo
 #: Dots of at most this many multiply-adds are generated on the CPU; larger ones go to NumPy's
 #: BLAS, whose blocking beats a plain loop nest once its call costs little beside the work.
 GENERATED_DOT_MACS = 1 << 20
+#: Dots blocked for registers (library_nests.blocked_dot_on_cpu) are generated up to this many
+#: multiply-adds: the mlp's 8.4M run faster than NumPy's BLAS called back from C; beyond, a
+#: dot's operands outgrow the caches, which the register tiles do not block for.
+BLOCKED_DOT_MACS = 1 << 24
 
 
 def _generated_dot(dot: ir.Instruction, comp: ir.Computation) -> bool:
-    """Dots the CPU generates: floating point, one array out, small (GENERATED_DOT_MACS)."""
+    """Dots the CPU generates: floating point, one array out, small (GENERATED_DOT_MACS) or
+    of a form it blocks for registers as a library would (library_nests.blocked_dot_on_cpu)
+    up to BLOCKED_DOT_MACS."""
     from .interp import dot_dims
 
     if dot.shape.element_type not in ("f32", "f64") or dot.shape.is_tuple:
@@ -550,7 +578,8 @@ def _generated_dot(dot: ir.Instruction, comp: ir.Computation) -> bool:
     contracted = 1
     for d in dot_dims(dot)[0]:
         contracted *= lhs.dims[d]
-    return dot.shape.elements * contracted <= GENERATED_DOT_MACS
+    macs = dot.shape.elements * contracted
+    return macs <= GENERATED_DOT_MACS or (macs <= BLOCKED_DOT_MACS and blocked_dot_supported(dot, comp))
 
 
 def _generatable(module: ir.Module, comp: ir.Computation, dots: bool = False) -> bool:
@@ -562,9 +591,39 @@ def _generatable(module: ir.Module, comp: ir.Computation, dots: bool = False) ->
                 return False
         elif instr.opcode == "dot" and dots and instr.name == comp.root_name and _generated_dot(instr, comp):
             continue
+        elif dots and instr.name == comp.root_name and conv_supported(instr, comp):
+            continue
         elif instr.opcode not in emit.EMITTERS or _is_library(instr):
             return False
     return True
+
+
+def outlined_dot(module: ir.Module, instr: ir.Instruction) -> tuple[ir.Computation, ir.Computation, list[int]] | None:
+    """A kCustom fusion whose only library op is one dot of two of its parameters, with
+    per-element code after it, split in two computations the CPU generates: (the dot alone,
+    with parameters 0 and 1; the fusion with the dot's result as a new last parameter; the
+    fusion's parameter numbers the dot reads).  None when the fusion is not of that form."""
+    if instr.opcode != "fusion" or instr.fusion_kind != "kCustom":
+        return None
+    comp = module[instr.fused_computation.lstrip("%")]
+    dots = [i for i in comp.instructions if i.opcode == "dot"]
+    if len(dots) != 1 or dots[0].name == comp.root_name:
+        return None
+    dot = dots[0]
+    sources = [comp[o] for o in dot.operands]
+    if any(s.opcode != "parameter" for s in sources):
+        return None
+    params = tuple(ir.Instruction(f"{s.name}.dot", "parameter", s.shape, literal=str(k)) for k, s in enumerate(sources))
+    alone = dot.replace(operands=tuple(p.name for p in params))
+    dot_comp = ir.Computation(f"{comp.name}.dot", params + (alone,), alone.name)
+    if not _generated_dot(alone, dot_comp):
+        return None
+    result = ir.Instruction(dot.name, "parameter", dot.shape, literal=str(len(comp.parameters)))
+    rest = ir.Computation(f"{comp.name}.rest", tuple(result if i.name == dot.name else i for i in comp.instructions),
+                          comp.root_name)
+    if not _generatable(module, rest, True):
+        return None
+    return dot_comp, rest, [s.parameter_number for s in sources]
 
 
 def _kernel_kind(instr: ir.Instruction) -> str:

@@ -2,9 +2,11 @@
 element loops that call it: straight-line code, no library calls, selects instead of
 branches, integer tricks instead of conversions the vector units lack.
 
-exp, log, logistic and tanh are computed in single precision, as XLA:CPU computes them:
-within 1, 2, 2 and 2 ulp of the correctly rounded result (SINGLE_PRECISION, measured by the
-tests; XLA's own budgets are 6 ulp for exp and 3 for tanh).  The others are
+exp, log, log1p, logistic, tanh, sine and cosine are computed in single precision, as
+XLA:CPU computes them: within 1, 2, 3, 2, 2, 1 and 1 ulp of the correctly rounded result
+(SINGLE_PRECISION, measured by the tests; XLA's own budgets are 6 ulp for exp and 3 for tanh,
+and it is within 2 for log1p, 1 for sine and cosine); sine and cosine reduce their argument
+in double precision (below).  The others (expm1) are
 evaluated in double precision and rounded once, keeping the accuracy of the reference
 evaluator's recipe (double-precision libm, rounded): their polynomials and reductions have
 relative errors of about 1e-13 or less before the rounding, so a result is the correctly
@@ -127,9 +129,8 @@ def c_source() -> str:
         inv.append(inv[-1] / n)
     exp_poly = " + r * (".join(_c(inv[n]) for n in range(0, 12)) + ")" * 11
     expm1_series = " + d * (".join(_c(inv[n]) for n in range(1, 7)) + ")" * 5
-    sin_poly = " + z * (".join(_c((-1) ** k * inv[2 * k + 1]) for k in range(7)) + ")" * 6
-    cos_poly = " + z * (".join(_c((-1) ** k * inv[2 * k]) for k in range(8)) + ")" * 7
-    log_poly = " + z * (".join(_c(1.0 / (2 * k + 1)) for k in range(7)) + ")" * 6 + ")"
+    sin_poly_f32 = " + z * (".join(f"{(-1) ** k * inv[2 * k + 1]!r}f" for k in range(1, 6)) + ")" * 4
+    cos_poly_f32 = " + z * (".join(f"{(-1) ** k * inv[2 * k]!r}f" for k in range(1, 7)) + ")" * 5
     exp_poly_f32 = " + r * (".join(f"{inv[n]!r}f" for n in range(0, 8)) + ")" * 7
     coefficients = tanh_coefficients()
     tanh_poly = " + z * (".join(f"{c!r}f" for c in coefficients) + ")" * (len(coefficients) - 1)
@@ -149,17 +150,6 @@ HF_VM f64 hf_exp_d(f64 x) {{
   const f64 p = {exp_poly};
   return p * hf_d_from_bits((hf_d_int_bits(k) + 1023) << 52);
 }}
-/* log x for a positive normal double: x = 2^e m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) */
-HF_VM f64 hf_log_d(f64 x) {{
-  const u64 t = hf_d_bits(x) - 0x3fe6a09e667f3bcdULL;
-  const u64 high = t >> 52;  /* e mod 4096 */
-  const f64 e = hf_d_from_bits(high | 0x4330000000000000ULL) - 4503599627370496.0 - (high >= 2048 ? 4096.0 : 0.0);
-  const f64 m = hf_d_from_bits(hf_d_bits(x) - (high << 52));
-  const f64 s = (m - 1.0) / (m + 1.0);
-  const f64 z = s * s;
-  return e * 0.6931471805599453 + (e * 2.3190468138462996e-17 + 2.0 * s * ({log_poly});
-}}
-
 /* e^x in single precision, as XLA:CPU computes it: x = k ln2 + r (ln2 in two parts, k ln2hi
    exact), e^r by a degree-7 polynomial, 2^k applied in two steps so that a subnormal result
    is rounded once */
@@ -189,6 +179,20 @@ HF_FN f32 hf_logistic_f32(f32 x) {{
 }}
 /* log x in single precision: x = 2^e m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) with
    s = (m-1)/(m+1), e ln2 in two parts; subnormal x scaled by 2^23 first */
+/* log u for a positive normal finite u: no special cases (log1p's 1 + x is one) */
+HF_VM f32 hf_log_normal_f32(f32 u) {{
+  const u32 bits = hf_f_bits(u);
+  const i32 e = (i32)(bits - 0x3f3504f3u) >> 23;
+  const u32 mb = bits - ((u32)e << 23);
+  f32 m;
+  __builtin_memcpy(&m, &mb, 4);
+  const f32 ef = (f32)e;
+  const f32 sv = (m - 1.0f) / (m + 1.0f);
+  const f32 z = sv * sv;
+  const f32 s2 = 2.0f * sv;
+  const f32 lm = s2 + s2 * z * ({log_poly_f32});
+  return ef * 0.693145751953125f + (ef * 1.42860677e-06f + lm);
+}}
 HF_FN f32 hf_log_f32(f32 x) {{
   /* one comparison per select: a flag combined with && keeps the loop scalar (GCC 12) */
   const f32 xs = x > 0.0f ? (x <= 3.4028234663852886e38f ? x : 1.0f) : 1.0f;
@@ -206,12 +210,16 @@ HF_FN f32 hf_log_f32(f32 x) {{
   const f32 r = ef * 0.693145751953125f + (ef * 1.42860677e-06f + lm);
   return x > 0.0f ? (x <= 3.4028234663852886e38f ? r : x) : (x == 0.0f ? -HF_INF : (x != x ? x : HF_NAN));
 }}
+/* log(1+x) in single precision (Goldberg's: u = 1+x rounded, log(u) * x/(u-1) corrects
+   u's rounding; u = 1 means log1p(x) = x to single precision) */
 HF_FN f32 hf_log1p_f32(f32 x) {{
   const int regular = x > -1.0f && x <= 3.4028234663852886e38f;
-  const f64 d = regular ? (f64)x : 0.0;
-  const f64 small = d - d * d * 0.5;  /* |x| < 2^-29: 1 + x would round */
-  const f64 r = (d > -1.862645149230957e-09 && d < 1.862645149230957e-09) ? small : hf_log_d(1.0 + d);
-  return regular ? (f32)r : (x == -1.0f ? -HF_INF : (x > 0.0f ? x : (x != x ? x : HF_NAN)));
+  const f32 xr = regular ? x : 0.0f;
+  const f32 u = 1.0f + xr;
+  const f32 um = u - 1.0f;
+  /* u >= 2^-24 (x > -1) and finite: a normal number */
+  const f32 r = um == 0.0f ? xr : hf_log_normal_f32(u) * (xr / (um == 0.0f ? 1.0f : um));
+  return regular ? r : (x == -1.0f ? -HF_INF : (x > 0.0f ? x : (x != x ? x : HF_NAN)));
 }}
 /* tanh in single precision: below TANH_SMALL an odd polynomial fitted here, above it
    1 - 2/(e^2|x| + 1) with the single-precision exp */
@@ -251,22 +259,26 @@ HF_FN f32 hf_tanh_f32(f32 x) {{
   const int large_ = (ax) >= {float(LARGE_TRIG)!r}f; \\
   const u64 q = hf_d_int_bits(large_ ? jl_ : js_) & 3u; \\
   const f64 r = large_ ? rl_ : rs_;
-HF_VM f64 hf_sin_poly(f64 r) {{ const f64 z = r * r; return r * ({sin_poly}); }}
-HF_VM f64 hf_cos_poly(f64 r) {{ const f64 z = r * r; return {cos_poly}; }}
+/* the reduced argument (|r| <= pi/4, to about 2^-60) rounded to float, then sine and cosine
+   by their Taylor polynomials in single precision (XLA:CPU's precision, twice the lanes) */
+HF_VM f32 hf_sin_poly(f32 r) {{ const f32 z = r * r; return r + r * z * ({sin_poly_f32}); }}
+HF_VM f32 hf_cos_poly(f32 r) {{ const f32 z = r * r; return 1.0f + z * ({cos_poly_f32}); }}
 HF_FN f32 hf_sin_f32(f32 x) {{
   const f32 ax = x < 0.0f ? -x : x;
   HF_REDUCE_PIO2(ax, r, q)
-  const f64 s = hf_sin_poly(r), c = hf_cos_poly(r);
-  const f64 v = (q & 1u) ? c : s;
-  const f32 y = (f32)((q & 2u) ? -v : v);
+  const f32 rf = (f32)r;
+  const f32 s = hf_sin_poly(rf), c = hf_cos_poly(rf);
+  const f32 v = (q & 1u) ? c : s;
+  const f32 y = (q & 2u) ? -v : v;
   return ax <= 3.4028234663852886e38f ? (x < 0.0f ? -y : y) : (x != x ? x : HF_NAN);
 }}
 HF_FN f32 hf_cos_f32(f32 x) {{
   const f32 ax = x < 0.0f ? -x : x;
   HF_REDUCE_PIO2(ax, r, q)
-  const f64 s = hf_sin_poly(r), c = hf_cos_poly(r);
-  const f64 v = (q & 1u) ? s : c;
-  const f32 y = (f32)(((q + 1u) & 2u) ? -v : v);
+  const f32 rf = (f32)r;
+  const f32 s = hf_sin_poly(rf), c = hf_cos_poly(rf);
+  const f32 v = (q & 1u) ? s : c;
+  const f32 y = ((q + 1u) & 2u) ? -v : v;
   return ax <= 3.4028234663852886e38f ? y : (x != x ? x : HF_NAN);
 }}
 """
@@ -277,4 +289,4 @@ FUNCTIONS = ("exp", "expm1", "logistic", "log", "log1p", "tanh", "sin", "cos")
 #: Those computed in single precision, and the largest error of each in ulps against the
 #: correctly rounded result (tests/test_cpu_vector_kernels.py measures it); the others are
 #: within 1 ulp and almost always correctly rounded.
-SINGLE_PRECISION = {"exp": 1, "log": 2, "logistic": 2, "tanh": 2}
+SINGLE_PRECISION = {"exp": 1, "log": 2, "log1p": 3, "logistic": 2, "tanh": 2, "sin": 1, "cos": 1}
