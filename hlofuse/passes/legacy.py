@@ -98,6 +98,7 @@ def explain_boundary(producer: Node, consumer: Node, ctx: Context):
     from ..cost.legacy import LegacyPerformanceModel
     from ..gpu import gpu_config
     from ..rules import Candidate, Outcome, evaluate
+    from ..rules.candidates import MofCandidate
     from ..rules.multi_output_fusion import PRODUCER_RULES, consumer_rules
     from .gpu_instruction_fusion import GpuInstructionFusion
     from .instruction_fusion import FusionRun
@@ -120,9 +121,9 @@ def explain_boundary(producer: Node, consumer: Node, ctx: Context):
     eligible = evaluate(PRODUCER_RULES, Candidate(producer, consumer, ctx), ctx.relaxed)
     if not eligible.allowed:
         return decision_from("multi_output_fusion", producer, consumer, eligible)
-    extra = {"reachable": reach, "pair": (consumer, producer), "budget": (producer, consumer, False),
-             "model": model}
-    outcome = evaluate(consumer_rules(), Candidate(producer, consumer, ctx, extra), ctx.relaxed)
+    outcome = evaluate(consumer_rules(), MofCandidate(producer, consumer, ctx, reachable=reach, model=model,
+                                                      pair=(consumer, producer), budget=(producer, consumer, False)),
+                       ctx.relaxed)
     if not outcome.allowed:
         return decision_from("multi_output_fusion", producer, consumer,
                              Outcome(outcome.blocked_by, outcome.facts, outcome.relaxed))

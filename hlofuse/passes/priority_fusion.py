@@ -46,6 +46,7 @@ from ..gpu.fusible import fusible_computations
 from ..gpu.properties import is_fusible as hlo_is_fusible
 from ..rules import Candidate, Outcome, evaluate
 from ..rules import priority_fusion as pf
+from ..rules.candidates import PriorityCandidate
 from ..xla_log import FusionLog, FusionStep, ProducerIneligible, UpdatePriority
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -255,7 +256,7 @@ class PriorityFusionRun:
 
     # -- CanFuse ---------------------------------------------------------------------------
     def candidate(self, producer: "Node", consumer: "Node", **extra) -> Candidate:
-        return Candidate(producer, consumer, self.ctx, {"pf": self.state, **extra})
+        return PriorityCandidate(producer, consumer, self.ctx, self.state, **extra)
 
     def can_fuse(self, producer: "Node", consumer: "Node") -> Outcome:
         """CanFuseCached: XLA's ordered checks, cached until either side changes."""
