@@ -1,15 +1,15 @@
 """Run a fusion pipeline over a module: the only place a FusionResult is built.
 
-Pipelines register themselves (hlofuse/passes/*): a pipeline is an ordered list of passes,
-each a function `run(program, ctx) -> bool` (changed) named after XLA's pass as it appears in
-dump file names.  `replay()` runs them over a `graph.Program` copy of the module and collects
-the decisions every pass recorded and the kernels of the result.
+A pipeline is an ordered list of passes (`Pass`), each a function `run(program, ctx) -> bool`
+(changed) named after XLA's pass as it appears in dump file names; every pipeline is written
+out in hlofuse/passes/pipelines.py.  `replay()` runs them over a `graph.Program` copy of the
+module and collects the decisions every pass recorded and the kernels of the result.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable
 
 from . import ir
 from .decision import Decision, FusionResult, Kernel, Verdict
@@ -155,34 +155,35 @@ ExplainFn = Callable[[Node, Node, "Context"], Decision | None]
 
 
 @dataclass(frozen=True)
+class Pass:
+    """One pass of a pipeline as XLA runs it."""
+
+    #: XLA's pass name as dump file names spell it (what `--passes` selects).
+    name: str
+    run: PassFn
+    #: Why XLA runs it here, in one line.
+    why: str
+    #: The XLA source it mirrors (file, and the class or function).
+    xla: str
+
+
+@dataclass(frozen=True)
 class PipelineSpec:
     backend: str
     name: str
-    passes: tuple[tuple[str, PassFn], ...]
+    steps: tuple[Pass, ...]
     description: str
     explain_boundary: ExplainFn | None = None
 
-
-PIPELINES: dict[tuple[str, str], PipelineSpec] = {}
-
-
-def register_pipeline(backend: str, name: str, passes: Sequence[tuple[str, PassFn]], description: str,
-                      explain_boundary: ExplainFn | None = None) -> None:
-    PIPELINES[(backend, name)] = PipelineSpec(backend, name, tuple(passes), description, explain_boundary)
-
-
-def _load_pipelines() -> None:
-    import importlib
-    import pkgutil
-
-    from . import passes
-
-    for info in pkgutil.iter_modules(passes.__path__):
-        importlib.import_module(f"{passes.__name__}.{info.name}")
+    @property
+    def passes(self) -> tuple[tuple[str, PassFn], ...]:
+        """(name, run) of each pass, in order."""
+        return tuple((step.name, step.run) for step in self.steps)
 
 
 def get_pipeline(backend: str, name: str | None) -> PipelineSpec:
-    _load_pipelines()
+    from .passes.pipelines import PIPELINES  # the passes import this module
+
     name = name or DEFAULT_PIPELINE.get(backend, "")
     spec = PIPELINES.get((backend, name))
     if spec is None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from hlofuse import loads
 from hlofuse.graph import Program
 from hlofuse.passes.cleanup import cse_graph, dce_graph
-from hlofuse.rules import REGISTRY, Candidate
+from hlofuse.rules import REGISTRY
+from hlofuse.rules.candidates import HorizontalCandidate
 from hlofuse.rules import horizontal_fusion  # noqa: F401  (registers the HF- rules)
 
 FUSED = """
@@ -89,9 +90,9 @@ ENTRY e {
     a, b, c, t = (graph[n] for n in ("a", "b", "c", "t"))
     check = REGISTRY["HF-SHARED-PARAMETER"].check
     for candidates in ([a, b, c], [a, c]):
-        plain = check(Candidate(a, t, None, {"candidates": candidates}))
-        fast = check(Candidate(a, t, None, {"candidates": candidates,
-                                            "candidate_ids": frozenset(id(n) for n in candidates)}))
+        plain = check(HorizontalCandidate(a, t, None, candidates=candidates))
+        fast = check(HorizontalCandidate(a, t, None, candidates=candidates,
+                                         candidate_ids=frozenset(id(n) for n in candidates)))
         assert plain == fast
-    assert check(Candidate(a, t, None, {"candidates": [a, b, c]}))["other"] == "b"
-    assert check(Candidate(a, t, None, {"candidates": [a, c]})) is None
+    assert check(HorizontalCandidate(a, t, None, candidates=[a, b, c]))["other"] == "b"
+    assert check(HorizontalCandidate(a, t, None, candidates=[a, c])) is None

@@ -19,6 +19,7 @@ from hlofuse.gpu import test_device as a6000_test_device
 from hlofuse.graph import Program
 from hlofuse.pipeline import Options, make_context
 from hlofuse.rules import Candidate, evaluate, load_all
+from hlofuse.rules.candidates import HorizontalCandidate, MofCandidate, SpanCandidate
 
 load_all()  # the rule modules register themselves on import
 
@@ -36,15 +37,27 @@ def context(era: str = "2024", **changes):
     return ctx
 
 
-def ask(rule_id: str, prog: Program, producer: str, consumer: str, ctx=None, **extra):
+def ask(rule_id: str, prog: Program, producer: str, consumer: str, ctx=None, **facts):
     """The rule's objection facts for (producer, consumer), or None when it lets them fuse."""
     ctx = ctx or context()
     g = prog.entry
-    outcome = evaluate((rule_id,), Candidate(g[producer], g[consumer], ctx, extra))
+    outcome = evaluate((rule_id,), _candidate(rule_id, g[producer], g[consumer], ctx, facts))
     if outcome.allowed:
         return None
     assert outcome.blocked_by.id == rule_id
     return outcome.facts
+
+
+def _candidate(rule_id: str, producer, consumer, ctx, facts: dict) -> Candidate:
+    """The candidate the pass asking `rule_id` makes, with `facts`."""
+    if rule_id.startswith("HF-") and "left" in facts:
+        span = {"max_batch": 64, "accum_outputs": 0, "accum_io": 0, "accum_cost": 0, **facts}
+        return SpanCandidate(producer, consumer, ctx, None, span.pop("sliced", False), **span)
+    if rule_id.startswith("HF-"):
+        return HorizontalCandidate(producer, consumer, ctx, **facts)
+    if rule_id.startswith("MOF-") and facts:
+        return MofCandidate(producer, consumer, ctx, reachable=None, **facts)
+    return Candidate(producer, consumer, ctx, **facts)
 
 
 def decided(prog: Program, passes: list[str], producer: str, consumer: str):

@@ -246,7 +246,9 @@ def test_multi_output_fusion_reachability_stays_exact(program, monkeypatch):
 def test_each_pass_runs_once(program, monkeypatch):
     """jax 0.4.35's fusion and horizontal-fusion lists run once each (their HloPassFix is
     sliced off): every pass of both lists runs exactly once, in XLA's order."""
-    from hlofuse.passes import legacy
+    from dataclasses import replace
+
+    from hlofuse.passes.pipelines import LEGACY_FUSION, LEGACY_HORIZONTAL
 
     runs = []
 
@@ -256,10 +258,10 @@ def test_each_pass_runs_once(program, monkeypatch):
             return fn(prog, ctx)
         return run
 
-    for group in (legacy.FUSION, legacy.HORIZONTAL):
-        monkeypatch.setattr(group, "stages", [(name, counted(name, fn)) for name, fn in group.stages])
+    for group in (LEGACY_FUSION, LEGACY_HORIZONTAL):
+        monkeypatch.setattr(group, "stages", [replace(s, run=counted(s.name, s.run)) for s in group.stages])
     _replay(_sample(program))
-    assert runs == [name for group in (legacy.FUSION, legacy.HORIZONTAL) for name, _ in group.stages]
+    assert runs == [s.name for group in (LEGACY_FUSION, LEGACY_HORIZONTAL) for s in group.stages]
 
 
 @pytest.mark.parametrize("program", ["attention", "softmax"])

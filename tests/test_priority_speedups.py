@@ -75,7 +75,7 @@ ENTRY e {
     assert pf.rules_for(a, d) == pf.CAN_FUSE_RULES
     # asked one by one, the in-place rules agree: silent for the negate, refusing for the update
     for consumer, expected in ((n, []), (d, ["IF-INPLACE-SHARED-BUFFER"])):
-        c = Candidate(a, consumer, None, {})
+        c = Candidate(a, consumer, None)
         assert [r for r in IN_PLACE_RULES if evaluate((r,), c).blocked_by is not None] == expected
 
 

@@ -235,12 +235,13 @@ class Explainer:
     def _structure(self, pnode, cnode, facts: dict) -> Answer | None:
         """The boundary rules' answer (loops, calls, tuples, control flow, library calls,
         copies added after fusion), or None when none objects."""
-        from ..rules import Candidate, evaluate
+        from ..rules import evaluate
         from ..rules.boundaries import ORDER
+        from ..rules.candidates import BoundaryCandidate
 
         if pnode is None or cnode is None:
             return None
-        outcome = evaluate(ORDER, Candidate(pnode, cnode, self, dict(facts)))
+        outcome = evaluate(ORDER, BoundaryCandidate(pnode, cnode, self, **facts))
         if outcome.blocked_by is None:
             return None
         r = outcome.blocked_by

@@ -1,3 +1,3 @@
-"""XLA's fusion passes, replayed on hlofuse.graph.Program.  Each module here registers the
-pipelines it implements with hlofuse.pipeline.register_pipeline; traversal order lives in the
-pass, policy (what may fuse) in hlofuse/rules/."""
+"""XLA's fusion passes, replayed on hlofuse.graph.Program.  pipelines.py lists the pipelines
+they make up, in XLA's order; traversal order lives in each pass, policy (what may fuse) in
+hlofuse/rules/."""

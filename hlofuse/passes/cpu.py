@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 
 from .. import graph as g
 from ..decision import Decision, Verdict
-from ..pipeline import register_pipeline
 from ..rules import Outcome
 from ..rules import cpu as rc
 from ..rules import instruction_fusion as rif
@@ -562,13 +561,3 @@ def _flattened(program: "Program"):
     flat = copy.to_module()
     copy.dispose()
     return flat
-
-
-def _explain_description() -> str:
-    return ("XLA:CPU (jaxlib 0.10.2): library (YNNPACK) fusions kept as the input has them (dot-library-rewriter "
-            "replayed only with library_fusion=True), then fusion (CpuInstructionFusion), then fusion-wrapper")
-
-
-register_pipeline("cpu", "cpu", [("dot-library-rewriter", library_pass), ("fusion", fusion_pass),
-                                 ("fusion-wrapper", fusion_wrapper_pass)],
-                  _explain_description(), explain_boundary=explain_boundary)

@@ -16,6 +16,7 @@ from ..graph import Graph, Node, create_fusion, merge_fusion
 from ..pipeline import Context, decision_from
 from .cleanup import remove_instruction
 from ..rules import Candidate, Outcome, evaluate
+from ..rules.candidates import MergerCandidate
 from ..rules.fusion_merger import stages
 
 
@@ -56,7 +57,7 @@ def should_merge(producer: Node, users: list[Node], ctx: Context, model,
     for rule_ids, per_user in plan or stages():
         for k in range(len(users) if per_user else 1):
             if k == len(candidates):  # users are asked in order: made when first asked
-                candidates.append(Candidate(producer, users[k], ctx, {"users": users, "model": model}))
+                candidates.append(MergerCandidate(producer, users[k], ctx, users, model))
             cand = candidates[k]
             user = cand.consumer
             outcome = evaluate(rule_ids, cand, ctx.relaxed)

@@ -49,6 +49,7 @@ from ..graph import Graph, Node, _dedupe_operands, add_operand, clone_node, crea
 from ..ir import INTEGRAL_TYPES, Layout, Shape, tuple_shape
 from ..pipeline import Context, decision_from
 from ..rules import Candidate, Outcome, evaluate
+from ..rules.candidates import HorizontalCandidate, SpanCandidate
 from ..rules.gpu_fusible import BUDGET_RULES, SHAPE_RULES
 from ..rules.horizontal_fusion import LoopFusionXla, is_concatenation_input_fusion, loop_fusion_xla
 from .cleanup import remove_instruction
@@ -182,7 +183,7 @@ class HorizontalLoopFusion:
             if id(pred) in seen or not _is_fusible_candidate(pred, self.cfg, self.control_names, xla):
                 continue
             if xla.fusible_rules:
-                outcome = evaluate(xla.fusible_rules, Candidate(pred, consumer, self.ctx, {"xla": xla}),
+                outcome = evaluate(xla.fusible_rules, HorizontalCandidate(pred, consumer, self.ctx, xla),
                                    self.ctx.relaxed)
                 if not outcome.allowed:
                     outcomes[pred.uid] = (pred, outcome)
@@ -197,8 +198,8 @@ class HorizontalLoopFusion:
         kept = []
         found_ids = frozenset(id(f) for f in found)
         for node in found:
-            extra = {"xla": xla, "sliced": sliced, "candidates": found, "candidate_ids": found_ids}
-            outcome = evaluate(xla.candidate_rules, Candidate(node, consumer, self.ctx, extra), self.ctx.relaxed)
+            asked = HorizontalCandidate(node, consumer, self.ctx, xla, sliced, found, found_ids)
+            outcome = evaluate(xla.candidate_rules, asked, self.ctx.relaxed)
             if outcome.allowed:
                 kept.append(node)
             else:
@@ -227,11 +228,11 @@ class HorizontalLoopFusion:
             while right < len(fusible):
                 node = fusible[right]
                 outputs = len(outputs_of_fusible(node))
-                extra = {"xla": self.xla, "left": left, "sliced": sliced, "max_batch": max_batch,
-                         "accum_outputs": accum_outputs + outputs,
-                         "accum_io": accum_io + len(node.operands) + outputs,
-                         "accum_cost": accum_cost + unroll_cost(node)}
-                outcome = evaluate(self.xla.span_rules, Candidate(node, consumer, self.ctx, extra),
+                asked = SpanCandidate(node, consumer, self.ctx, self.xla, sliced, left=left, max_batch=max_batch,
+                                      accum_outputs=accum_outputs + outputs,
+                                      accum_io=accum_io + len(node.operands) + outputs,
+                                      accum_cost=accum_cost + unroll_cost(node))
+                outcome = evaluate(self.xla.span_rules, asked,
                                    self.ctx.relaxed)
                 relaxed += [r for r in outcome.relaxed if r not in relaxed]
                 if not outcome.allowed:
@@ -240,14 +241,14 @@ class HorizontalLoopFusion:
                     elif right == pos:
                         outcomes[node.uid] = (node, outcome)
                     break
-                accum_outputs, accum_io, accum_cost = extra["accum_outputs"], extra["accum_io"], extra["accum_cost"]
+                accum_outputs, accum_io, accum_cost = asked.accum_outputs, asked.accum_io, asked.accum_cost
                 right += 1
             if right == pos:
                 right += 1
             span = fusible[pos:right]
             if len(span) == 1:
                 if span[0].uid not in outcomes:
-                    alone = evaluate(("HF-NO-PARTNER",), Candidate(span[0], consumer, self.ctx, {"alone": True}))
+                    alone = evaluate(("HF-NO-PARTNER",), HorizontalCandidate(span[0], consumer, self.ctx, alone=True))
                     outcomes[span[0].uid] = (span[0], alone)
             else:
                 for node in span:
@@ -406,7 +407,7 @@ def fuse_input_reductions(graph: Graph, ctx: Context) -> bool:
             if any(pred is c for c in candidates):
                 continue
             if not is_consumer_the_only_non_root_user(pred, consumer, cfg):
-                ctx.decide(("HF-CONSUMER-NOT-ONLY-USER",), Candidate(pred, consumer, ctx))
+                ctx.decide(("HF-CONSUMER-NOT-ONLY-USER",), HorizontalCandidate(pred, consumer, ctx))
                 continue
             candidates.append(pred)
         if len(candidates) <= 1:
@@ -419,8 +420,8 @@ def fuse_input_reductions(graph: Graph, ctx: Context) -> bool:
         anchor = 0
         for j in range(1, len(candidates)):
             first, second = candidates[anchor], candidates[j]
-            extra = {"pair": (first, second), "budget": (first, second, False)}
-            outcome = ctx.decide(SHAPE_RULES + BUDGET_RULES, Candidate(first, second, ctx, extra))
+            outcome = ctx.decide(SHAPE_RULES + BUDGET_RULES,
+                                 Candidate(first, second, ctx, pair=(first, second), budget=(first, second, False)))
             if outcome.allowed:
                 fuse_into_multi_output(first, second)
                 if second in graph and not second.users:

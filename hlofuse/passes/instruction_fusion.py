@@ -51,6 +51,7 @@ from .. import graph as g
 from ..decision import Decision, Verdict
 from ..rules import Candidate, Outcome, evaluate
 from ..rules import instruction_fusion as rif
+from ..rules.candidates import FusionCandidate
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..graph import Graph, Node, Program
@@ -160,8 +161,7 @@ class FusionRun:
 
     # -- asking rules -----------------------------------------------------------------------
     def candidate(self, consumer: "Node", operand_index: int) -> Candidate:
-        return Candidate(consumer.operands[operand_index], consumer, self.ctx,
-                         {"operand_index": operand_index, "run": self})
+        return FusionCandidate(consumer.operands[operand_index], consumer, self.ctx, self, operand_index)
 
     def evaluate(self, rule_ids: Iterable[str], consumer: "Node", operand_index: int) -> Outcome:
         return evaluate(tuple(rule_ids), self.candidate(consumer, operand_index), self.ctx.relaxed)

@@ -15,20 +15,25 @@ the merger makes out of a bare reduction keeps the reduction's init constant out
 iteration would fuse it in; real dumps never do).  The XLA the paper studied (gpu_compiler.cc
 of 2022) ran its HloPassFix directly and did iterate; this replay follows jax 0.4.35.
 
-Each entry of the registered list is one pass by its dump-file name, so `--passes` can pick
-them.  The two GpuInstructionFusion objects live for the whole replay (their operand-reuse
-caches outlive a pass run, as XLA's pass objects do).
+Each entry of the list (hlofuse/passes/pipelines.py) is one pass by its dump-file name, so
+`--passes` can pick them.  The two GpuInstructionFusion objects live for the whole replay (their
+operand-reuse caches outlive a pass run, as XLA's pass objects do).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..graph import Node
-from ..pipeline import Context, decision_from, register_pipeline
-from . import cleanup, fusion_merger, horizontal_fusion, multi_output_fusion
+from ..pipeline import Context, Pass, decision_from
+from . import fusion_merger, multi_output_fusion
 from .gpu_instruction_fusion import make_passes
 
 
-def _instruction_fusion(index: int):
+def fusion_pass(index: int):
+    """The replay's `index`-th GpuInstructionFusion (0: without duplication, 1: with), made once
+    per replay."""
+
     def run(program, ctx: Context) -> bool:
         instances = ctx.legacy_instruction_fusion
         if instances is None:
@@ -39,23 +44,23 @@ def _instruction_fusion(index: int):
 
 
 class PassList:
-    """Passes XLA runs as one HloPassPipeline.  Each is registered on its own; after the last
-    one the user selected, a pair decided by both instruction-fusion runs (both are called
+    """Passes XLA runs as one HloPassPipeline.  Each is a pipeline entry of its own; after the
+    last one the user selected, a pair decided by both instruction-fusion runs (both are called
     `fusion`) keeps only its last Decision: one per pair and pass name."""
 
-    def __init__(self, key: str, stages: list[tuple[str, callable]]):
+    def __init__(self, key: str, stages: list[Pass]):
         self.key = key
         self.stages = stages
 
-    def entries(self) -> list[tuple[str, callable]]:
-        return [(name, self._entry(i)) for i, (name, _) in enumerate(self.stages)]
+    def entries(self) -> list[Pass]:
+        return [replace(stage, run=self._entry(i)) for i, stage in enumerate(self.stages)]
 
     def _entry(self, index: int):
         def run(program, ctx: Context) -> bool:
             first = ctx.pass_list_starts.setdefault(self.key, len(ctx.decisions))
-            changed = bool(self.stages[index][1](program, ctx))
+            changed = bool(self.stages[index].run(program, ctx))
             chosen = ctx.options.passes
-            selected = [i for i, (name, _) in enumerate(self.stages) if chosen is None or name in chosen]
+            selected = [i for i, stage in enumerate(self.stages) if chosen is None or stage.name in chosen]
             if selected and index == selected[-1]:
                 keep_last_decisions(ctx, first)
             return changed
@@ -80,26 +85,6 @@ def keep_last_decisions(ctx: Context, first: int = 0) -> None:
     ctx.decisions[first:] = kept
 
 
-FUSION = PassList("legacy-fusion-pipeline", [
-    ("variadic-op-splitter", cleanup.split_variadic_ops),
-    ("fusion", _instruction_fusion(0)),
-    ("fusion", _instruction_fusion(1)),
-    ("fusion_merger", fusion_merger.run),
-    ("cse", cleanup.cse_fusion_computations),
-    ("dce", cleanup.dce),
-    ("multi_output_fusion", multi_output_fusion.run),
-    ("cse", cleanup.cse_fusion_computations),
-    ("dce", cleanup.dce),
-])
-
-HORIZONTAL = PassList("legacy-horizontal-pipeline", [
-    ("horizontal_loop_fusion", horizontal_fusion.run_loop),
-    ("horizontal_input_fusion", horizontal_fusion.run_input),
-    ("cse", cleanup.cse_fusion_computations),
-    ("dce", cleanup.dce),
-])
-
-
 # ------------------------------------------------------------------------------------------
 # Why two kernels of a fused module are apart
 # ------------------------------------------------------------------------------------------
@@ -113,6 +98,7 @@ def explain_boundary(producer: Node, consumer: Node, ctx: Context):
     from ..cost.legacy import LegacyPerformanceModel
     from ..gpu import gpu_config
     from ..rules import Candidate, Outcome, evaluate
+    from ..rules.candidates import MofCandidate
     from ..rules.multi_output_fusion import PRODUCER_RULES, consumer_rules
     from .gpu_instruction_fusion import GpuInstructionFusion
     from .instruction_fusion import FusionRun
@@ -135,19 +121,10 @@ def explain_boundary(producer: Node, consumer: Node, ctx: Context):
     eligible = evaluate(PRODUCER_RULES, Candidate(producer, consumer, ctx), ctx.relaxed)
     if not eligible.allowed:
         return decision_from("multi_output_fusion", producer, consumer, eligible)
-    extra = {"reachable": reach, "pair": (consumer, producer), "budget": (producer, consumer, False),
-             "model": model}
-    outcome = evaluate(consumer_rules(), Candidate(producer, consumer, ctx, extra), ctx.relaxed)
+    outcome = evaluate(consumer_rules(), MofCandidate(producer, consumer, ctx, reachable=reach, model=model,
+                                                      pair=(consumer, producer), budget=(producer, consumer, False)),
+                       ctx.relaxed)
     if not outcome.allowed:
         return decision_from("multi_output_fusion", producer, consumer,
                              Outcome(outcome.blocked_by, outcome.facts, outcome.relaxed))
     return None
-
-
-register_pipeline(
-    "gpu", "legacy", FUSION.entries() + HORIZONTAL.entries(),
-    "XLA:GPU's fusion passes before priority fusion (XLA 76da7301, jaxlib 0.4.35 with "
-    "xla_gpu_enable_priority_fusion=false): instruction fusion twice, fusion merger, multi-output "
-    "fusion, then horizontal loop and input fusion, each list once — the pipeline of the paper",
-    explain_boundary=explain_boundary,
-)

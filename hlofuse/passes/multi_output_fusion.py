@@ -24,6 +24,7 @@ from ..graph import Graph, Node, create_fusion, fuse_into_multi_output
 from ..pipeline import Context, decision_from
 from .cleanup import remove_instruction
 from ..rules import Candidate, Outcome, evaluate
+from ..rules.candidates import MofCandidate
 from ..rules.multi_output_fusion import PRODUCER_RULES, consumer_rules, sibling_rules
 
 
@@ -190,9 +191,9 @@ class MultiOutputFusion:
             j = i + 1
             while j < len(siblings):
                 second = siblings[j]
-                extra = {"parent": parent, "reachable": self.reachable, "pair": (first, second),
-                         "budget": (first, second, False), "model": self.model}
-                outcome = self.ctx.decide(sibling_rules(), Candidate(first, second, self.ctx, extra))
+                outcome = self.ctx.decide(sibling_rules(), MofCandidate(
+                    first, second, self.ctx, parent=parent, reachable=self.reachable, pair=(first, second),
+                    budget=(first, second, False), model=self.model))
                 if not outcome.allowed:
                     j += 1
                     continue
@@ -224,9 +225,9 @@ class MultiOutputFusion:
             return False
         outcomes: list[tuple[Node, Outcome]] = []
         for consumer in users:
-            extra = {"reachable": self.reachable, "pair": (consumer, producer),
-                     "budget": (producer, consumer, False), "model": self.model}
-            outcome = evaluate(consumer_rules(), Candidate(producer, consumer, self.ctx, extra), self.ctx.relaxed)
+            outcome = evaluate(consumer_rules(), MofCandidate(
+                producer, consumer, self.ctx, reachable=self.reachable, pair=(consumer, producer),
+                budget=(producer, consumer, False), model=self.model), self.ctx.relaxed)
             relaxed = tuple(dict.fromkeys(eligible.relaxed + outcome.relaxed))
             outcomes.append((consumer, Outcome(outcome.blocked_by, outcome.facts, relaxed)))
         passing = [c for c, o in outcomes if o.allowed]
@@ -234,7 +235,8 @@ class MultiOutputFusion:
         for consumer, outcome in outcomes:
             if outcome.allowed and consumer is not chosen:
                 outcome = evaluate(("MOF-OTHER-CONSUMER-PREFERRED",),
-                                   Candidate(producer, consumer, self.ctx, {"chosen": chosen}))
+                                   MofCandidate(producer, consumer, self.ctx, reachable=self.reachable,
+                                                model=self.model, chosen=chosen))
             self.ctx.record(decision_from(self.ctx.pass_name, producer, consumer, outcome))
         if chosen is None:
             return False

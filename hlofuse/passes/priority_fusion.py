@@ -46,6 +46,7 @@ from ..gpu.fusible import fusible_computations
 from ..gpu.properties import is_fusible as hlo_is_fusible
 from ..rules import Candidate, Outcome, evaluate
 from ..rules import priority_fusion as pf
+from ..rules.candidates import PriorityCandidate
 from ..xla_log import FusionLog, FusionStep, ProducerIneligible, UpdatePriority
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -255,7 +256,7 @@ class PriorityFusionRun:
 
     # -- CanFuse ---------------------------------------------------------------------------
     def candidate(self, producer: "Node", consumer: "Node", **extra) -> Candidate:
-        return Candidate(producer, consumer, self.ctx, {"pf": self.state, **extra})
+        return PriorityCandidate(producer, consumer, self.ctx, self.state, **extra)
 
     def can_fuse(self, producer: "Node", consumer: "Node") -> Outcome:
         """CanFuseCached: XLA's ordered checks, cached until either side changes."""
@@ -608,18 +609,6 @@ class MofModel:
         return too_large, merged, 0
 
 
-def _cleanup(name: str):
-    """A pass of hlofuse/passes/cleanup.py, looked up when the pipeline runs."""
-
-    def run(program: "Program", ctx: "Context") -> bool:
-        from . import cleanup
-
-        return getattr(cleanup, name)(program, ctx)
-
-    run.__name__ = name
-    return run
-
-
 def multi_output_fusion(program: "Program", ctx: "Context") -> bool:
     """MultiOutputFusion (hlofuse/passes/multi_output_fusion.py) with the 2026 cost model."""
     from . import multi_output_fusion as mof
@@ -627,24 +616,3 @@ def multi_output_fusion(program: "Program", ctx: "Context") -> bool:
     penalty = "PF-CONCAT-PENALTY" not in ctx.relaxed
     ctx.mof_model = lambda cfg: MofModel(cfg, concat_penalty=penalty)
     return mof.run(program, ctx)
-
-
-def _register() -> None:
-    from ..pipeline import register_pipeline
-
-    register_pipeline(
-        "gpu", "priority",
-        [("variadic-op-splitter", _cleanup("split_variadic_ops")),
-         ("sort-iota-fusion", sort_iota_fusion),
-         ("priority-fusion", priority_fusion),
-         ("cse", _cleanup("cse_fusion_computations")),
-         ("dce", _cleanup("dce")),
-         ("multi_output_fusion", multi_output_fusion),
-         ("cse", _cleanup("cse_fusion_computations")),
-         ("dce", _cleanup("dce"))],
-        "XLA:GPU of jaxlib 0.10.2 (XLA 5a9e73cb): cost-model-driven PriorityFusion, then MultiOutputFusion "
-        "(docs/xla/priority-fusion.md)",
-        explain_boundary=explain_boundary)
-
-
-_register()

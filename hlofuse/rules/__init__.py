@@ -2,8 +2,9 @@
 and whether a user may relax it.
 
 A rule is a function decorated with `@rule(...)`, living in `rules/<area>.py`.  It receives a
-`Candidate` (producer, consumer, their graph, the pass context) and returns None when it has no
-objection, or a dict of facts when it objects — never a bare bool, so a refusal always carries
+`Candidate` (producer, consumer, the pass context, and as typed slots the facts its pass family
+hands over: rules/candidates.py) and returns None when it has no objection, or a dict of facts
+when it objects — never a bare bool, so a refusal always carries
 its rule and facts.  Passes (hlofuse/passes/) ask rules in XLA's order through `evaluate`,
 which implements XLA's `FusionDecision` semantics: the first objection that is not relaxed
 blocks; relaxed objections are recorded and evaluation goes on.
@@ -209,20 +210,41 @@ def resolve_relax(refs: Iterable[str], pipeline: str | None = None) -> frozenset
 
 class Candidate:
     """A pair a pass considers: fuse `producer` into `consumer` (or, for sibling and horizontal
-    fusion, `producer` and `consumer` are the two siblings).  `ctx` is the pass context
-    (device, options, caches); `extra` carries pass-specific facts (operand index, ...).
+    fusion, `producer` and `consumer` are the two siblings).  `ctx` is the pass context (device,
+    options; the explainer for boundary rules).  The facts of each pass family are typed slots of
+    a subclass (rules/candidates.py).  The other slots here are read by rules every GPU pass
+    asks (rules/gpu_fusible.py, the in-place rules):
+
+    `pair`: the two instructions the symmetric shape checks compare, in the order XLA passes
+    them (None: (producer, consumer)).
+    `budget`: FusionFitsInBudget's (instr1, instr2, is_consumer_producer) (None: (consumer,
+    producer, True)).
+    `memo`: what several rules derive from the pair, kept by the first that asks (the hero
+    compatibility, the in-place analysis); None until then.  Written by rules only.
     (A plain slotted class: one is made per question, millions on a large module.)"""
 
-    __slots__ = ("producer", "consumer", "ctx", "extra")
+    __slots__ = ("producer", "consumer", "ctx", "pair", "budget", "memo")
 
-    def __init__(self, producer: Any, consumer: Any, ctx: Any, extra: dict | None = None):
+    def __init__(self, producer: Any, consumer: Any, ctx: Any, pair: tuple | None = None,
+                 budget: tuple | None = None):
         self.producer = producer
         self.consumer = consumer
         self.ctx = ctx
-        self.extra = {} if extra is None else extra
+        self.pair = pair
+        self.budget = budget
+        self.memo = None
 
     def __repr__(self) -> str:
-        return f"Candidate({self.producer!r}, {self.consumer!r}, extra={self.extra!r})"
+        facts = ", ".join(f"{name}={getattr(self, name)!r}" for name in _fact_names(type(self))
+                          if hasattr(self, name))
+        return f"{type(self).__name__}({self.producer!r}, {self.consumer!r}, {facts})"
+
+
+def _fact_names(cls: type) -> list[str]:
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        names += [n for n in klass.__dict__.get("__slots__", ()) if n not in ("producer", "consumer", "ctx", "memo")]
+    return names
 
 
 @dataclass(frozen=True)

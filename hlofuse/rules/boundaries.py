@@ -9,8 +9,9 @@ several users, an expensive producer, a budget...) come from the pipelines' own 
 each describes a structural fact of the compiled program, not a heuristic.
 
 A rule here receives a `Candidate` whose `producer` and `consumer` are `graph.Node`s of the
-fused module (the producing kernel, and the consuming kernel or buffer) and whose `extra`
-carries what the edge tracer found (`crossing`, `loop`, `bytes`, ...; see hlofuse/explain/).
+fused module (the producing kernel, and the consuming kernel or buffer): a `BoundaryCandidate`
+(rules/candidates.py) carrying what the edge tracer found (`crossing`, `loop`, `bytes`, ...; see
+hlofuse/explain/).
 """
 
 from __future__ import annotations
@@ -203,13 +204,13 @@ def loop_carried(c):
         `lax.scan(..., unroll=k)`) puts k iterations in one body, so the boundary is crossed
         k times less often and XLA can fuse across the unrolled steps.
     """
-    crossing = c.extra.get("crossing", ())
+    crossing = c.crossing
     if "loop-carried" not in crossing:
         return None
-    return objection(producer=c.extra.get("producer_name", c.producer.name),
-                     consumer=c.extra.get("consumer_name", c.consumer.name),
-                     loop=c.extra.get("loop", "the while loop"), bytes=c.extra.get("bytes", 0),
-                     reads_in=c.extra.get("consumer_role", ""))
+    return objection(producer=c.producer_name,
+                     consumer=c.consumer_name,
+                     loop=c.loop, bytes=c.bytes,
+                     reads_in=c.consumer_role)
 
 
 @rule(id="BND-LOOP-INPUT", name="boundary-loop-input", passes=PASSES, pipelines=ALL_PIPELINES,
@@ -241,12 +242,12 @@ def loop_input(c):
         Not possible.  Moving the producer into the loop body (in the source program) would
         let XLA fuse it there, at the cost of recomputing it every iteration.
     """
-    crossing = c.extra.get("crossing", ())
+    crossing = c.crossing
     if "loop-input" not in crossing:
         return None
-    return objection(producer=c.extra.get("producer_name", c.producer.name),
-                     consumer=c.extra.get("consumer_name", c.consumer.name),
-                     loop=c.extra.get("loop", "the while loop"), bytes=c.extra.get("bytes", 0))
+    return objection(producer=c.producer_name,
+                     consumer=c.consumer_name,
+                     loop=c.loop, bytes=c.bytes)
 
 
 @rule(id="BND-LOOP-OUTPUT", name="boundary-loop-output", passes=PASSES, pipelines=ALL_PIPELINES,
@@ -276,12 +277,12 @@ def loop_output(c):
         Not possible.  Folding the post-processing into the loop body (in the source
         program) would let XLA fuse it there, at the cost of running it every iteration.
     """
-    crossing = c.extra.get("crossing", ())
+    crossing = c.crossing
     if "loop-output" not in crossing:
         return None
-    return objection(producer=c.extra.get("producer_name", c.producer.name),
-                     consumer=c.extra.get("consumer_name", c.consumer.name),
-                     loop=c.extra.get("loop", "the while loop"), bytes=c.extra.get("bytes", 0))
+    return objection(producer=c.producer_name,
+                     consumer=c.consumer_name,
+                     loop=c.loop, bytes=c.bytes)
 
 
 @rule(id="BND-CALLED-COMPUTATION", name="boundary-called-computation", passes=PASSES,
@@ -311,7 +312,7 @@ def called_computation(c):
         Not possible.  XLA inlines plain calls (CallInliner) before fusion when it can; a
         branch computation stays separate by definition.
     """
-    crossing = c.extra.get("crossing", ())
+    crossing = c.crossing
     kinds = [k for k in crossing if k in ("branch-input", "branch-output", "call-input", "call-output",
                                           "async-input", "async-output")]
     if not kinds:
@@ -319,10 +320,10 @@ def called_computation(c):
     kind = kinds[0].split("-")[0]
     detail = {"branch": "a conditional branch", "call": "a called computation",
               "async": "an asynchronous computation"}[kind]
-    return objection(producer=c.extra.get("producer_name", c.producer.name),
-                     consumer=c.extra.get("consumer_name", c.consumer.name),
+    return objection(producer=c.producer_name,
+                     consumer=c.consumer_name,
                      detail=detail, kind={"branch": "conditional", "call": "call", "async": "async"}[kind],
-                     bytes=c.extra.get("bytes", 0))
+                     bytes=c.bytes)
 
 
 # ------------------------------------------------------------------------------------------
@@ -366,8 +367,8 @@ def tuple_consumer(c):
     """
     if c.consumer.opcode != "tuple":
         return None
-    return objection(producer=c.extra.get("producer_name", c.producer.name), consumer=c.consumer.name,
-                     role=c.extra.get("tuple_role", "a tuple"), bytes=c.extra.get("bytes", 0))
+    return objection(producer=c.producer_name, consumer=c.consumer.name,
+                     role=c.tuple_role, bytes=c.bytes)
 
 
 @rule(id="BND-CONTROL-FLOW-OPERAND", name="boundary-control-flow-operand", passes=PASSES,
@@ -401,8 +402,8 @@ def control_flow_operand(c):
     """
     if c.consumer.opcode not in ("while", "conditional", "call", "async-start"):
         return None
-    return objection(producer=c.extra.get("producer_name", c.producer.name), consumer=c.consumer.name,
-                     opcode=c.consumer.opcode, bytes=c.extra.get("bytes", 0))
+    return objection(producer=c.producer_name, consumer=c.consumer.name,
+                     opcode=c.consumer.opcode, bytes=c.bytes)
 
 
 # ------------------------------------------------------------------------------------------
@@ -446,10 +447,10 @@ def library_producer(c):
     if lib is None:
         return None
     target, name, _ = lib
-    if target == "__triton" and c.extra.get("pipeline") == "priority":
+    if target == "__triton" and c.pipeline == "priority":
         return None  # a generic Triton fusion is fusible for PriorityFusion: its rules decide
-    return objection(producer=c.extra.get("producer_name", c.producer.name),
-                     consumer=c.extra.get("consumer_name", c.consumer.name), target=target or c.producer.opcode,
+    return objection(producer=c.producer_name,
+                     consumer=c.consumer_name, target=target or c.producer.opcode,
                      library=name)
 
 
@@ -486,8 +487,8 @@ def library_consumer(c):
     if lib is None:
         return None
     target, name, _ = lib
-    return objection(producer=c.extra.get("producer_name", c.producer.name),
-                     consumer=c.extra.get("consumer_name", c.consumer.name), target=target or c.consumer.opcode,
+    return objection(producer=c.producer_name,
+                     consumer=c.consumer_name, target=target or c.consumer.opcode,
                      library=name)
 
 
@@ -523,11 +524,11 @@ def copy_inserted(c):
         Not possible: the copy keeps a value alive that would otherwise be overwritten.
         Programs that do not read the old state after writing the new one need fewer copies.
     """
-    inserted = c.extra.get("inserted_copies", frozenset())
+    inserted = c.inserted_copies
     for side, node in (("consumer", c.consumer), ("producer", c.producer)):
         if node.name in inserted:
             return objection(copy=node.name, side=side,
-                             producer=c.extra.get("producer_name", c.producer.name),
-                             consumer=c.extra.get("consumer_name", c.consumer.name),
-                             why=c.extra.get("copy_reasons", {}).get(node.name, "a buffer must not be shared"))
+                             producer=c.producer_name,
+                             consumer=c.consumer_name,
+                             why=c.copy_reasons.get(node.name, "a buffer must not be shared"))
     return None

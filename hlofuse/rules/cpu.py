@@ -18,8 +18,8 @@
     C12–C14 small matrix-vector dot / kLoop fusion / loop-fusible consumer: ALLOW
     C15 none of these                                                     CPU-NO-FUSIBLE-CASE
 
-Rules read the pass state through `candidate.extra` (see rules/instruction_fusion.py);
-`extra["run"].skipped` holds the uids of the instructions C0 protects.
+Rules read the pass state from a `FusionCandidate` (see rules/instruction_fusion.py);
+`run.skipped` holds the uids of the instructions C0 protects.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def choose_kind(producer: "Node", consumer: "Node") -> str:
 
 
 def _skip(c: Candidate) -> set[int]:
-    return c.extra["run"].skipped
+    return c.run.skipped
 
 
 def _loop_fusible_why(node: "Node") -> str:
@@ -332,7 +332,7 @@ def expensive_reuse(c: Candidate):
     p = c.producer
     if p.opcode == "fusion" or not is_expensive(p):
         return None
-    if not c.extra["run"].reuses_operand_elements(c.consumer, c.extra["operand_index"]):
+    if not c.run.reuses_operand_elements(c.consumer, c.operand_index):
         return None
     return objection(producer=p.name, opcode=p.opcode, consumer=c.consumer.name)
 
@@ -425,14 +425,14 @@ def code_duplication(c: Candidate):
         ROOT s = f32[48] fusion(y), kind=kLoop, calls=sum_of_16_slices_of_y   # y stays outside
     Relaxing: a compile-time trade: the kernel gets larger and slower to compile.
     """
-    if not c.extra["run"].may_duplicate:
+    if not c.run.may_duplicate:
         return None
     return rif.code_duplication_facts(c)
 
 
 def allowed_case(c: Candidate) -> str | None:
     """C12–C14: which accepting case applies (None: none does)."""
-    consumer, i = c.consumer, c.extra["operand_index"]
+    consumer, i = c.consumer, c.operand_index
     if consumer.opcode == "dot" and consumer.shape.rank <= 1 and len(consumer.operands) == 2:
         a, b = consumer.operands
         if a.shape.rank == 1 and i == 1 and a.shape.byte_size < FUSION_THRESHOLD_BYTES:

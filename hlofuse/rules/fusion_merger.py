@@ -2,8 +2,8 @@
 loop fusion into *all* of its users, or into none.
 
 Candidates are (producer fusion, one user).  The pass asks the per-user rules user by user,
-then the whole-producer rules; `extra["users"]` holds every user, `extra["model"]` the
-LegacyPerformanceModel of the computation.  The ordered lists at the end say which rules run
+then the whole-producer rules; a `MergerCandidate`'s `users` holds every user, its `model`
+the LegacyPerformanceModel of the computation.  The ordered lists at the end say which rules run
 in which stage (docs/xla/legacy-gpu-pipeline.md §5.2).
 """
 
@@ -104,7 +104,7 @@ def uncoalesced_read(c: Candidate):
     Relaxing: a performance trade: the merged reduction reads uncoalesced memory.
     """
     cfg = gpu_config(c.ctx)
-    users = c.extra.get("users") or [c.consumer]
+    users = c.users or [c.consumer]
     reducer = next((u for u in users if is_input_fusible_reduction(u, cfg)), None)
     if reducer is None:
         return None
@@ -133,7 +133,7 @@ def huge_ir(c: Candidate):
         producer of 200 instructions
     Relaxing: a compile-time trade: the kernel is huge and slow to compile, not wrong.
     """
-    model = c.extra["model"]
+    model = c.model
     too_large, merged, splits = model.merged_too_large(c.producer, c.consumer)
     if not too_large:
         return None
@@ -170,8 +170,8 @@ def slower_if_fused(c: Candidate):
 
 
 def _slower(c: Candidate) -> dict | None:
-    model = c.extra["model"]
-    users = c.extra.get("users") or [c.consumer]
+    model = c.model
+    users = c.users or [c.consumer]
     times = model.estimate_run_times(c.producer, users)
     if times.fused <= times.unfused:
         return None
@@ -186,7 +186,7 @@ def _concatenate_with_users(c: Candidate):
     from ..gpu.heroes import find_non_trivial_hero
 
     p = c.producer
-    users = c.extra.get("users") or [c.consumer]
+    users = c.users or [c.consumer]
     if p.fused is None or len(users) < 2:
         return None
     hero = find_non_trivial_hero(p.fused.root, gpu_config(c.ctx))

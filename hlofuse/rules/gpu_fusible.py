@@ -4,8 +4,8 @@ shape compatibility every multi-output kernel needs.  GpuInstructionFusion, Fusi
 MultiOutputFusion, HorizontalInputFusion (legacy) and PriorityFusion (current) all ask them.
 
 Candidates: `producer` fused into `consumer`.  Rules that compare two instructions
-symmetrically read `extra["pair"]` = (a, b) (default (producer, consumer)); budget rules read
-`extra["budget"]` = (instr1, instr2, is_consumer_producer) (default (consumer, producer, True)),
+symmetrically read `candidate.pair` = (a, b) (None: (producer, consumer)); budget rules read
+`candidate.budget` = (instr1, instr2, is_consumer_producer) (None: (consumer, producer, True)),
 because XLA's callers pass them in different orders.
 """
 
@@ -37,7 +37,9 @@ def _cfg(c: Candidate):
 
 
 def _memo(c: Candidate, key, compute):
-    memo = c.extra.setdefault("_memo", {})
+    memo = c.memo
+    if memo is None:
+        memo = c.memo = {}
     if key not in memo:
         memo[key] = compute()
     return memo[key]
@@ -370,7 +372,7 @@ _PRODUCER_CONSUMER: list[tuple[str, ...]] = []
 
 
 def _budget_pair(c: Candidate):
-    return c.extra.get("budget") or (c.consumer, c.producer, True)
+    return c.budget or (c.consumer, c.producer, True)
 
 
 @rule(id="GF-SHARED-MEMORY-BUDGET", name="shared-memory-budget", passes=_PASSES, pipelines=_PIPELINES,
@@ -453,7 +455,7 @@ BUDGET_RULES = ("GF-SHARED-MEMORY-BUDGET", "GF-UNNESTED-REDUCTIONS-BUDGET", "GF-
 
 
 def _pair(c: Candidate):
-    return c.extra.get("pair") or (c.producer, c.consumer)
+    return c.pair or (c.producer, c.consumer)
 
 
 def _hero_reason(c: Candidate):

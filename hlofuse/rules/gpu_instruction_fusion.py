@@ -12,7 +12,7 @@ so that `--relax concat` lifts exactly the refusals the paper changed in XLA: a 
 with several users not duplicated into them.  hlofuse differs from XLA only in naming the
 concatenate case separately; the decisions are XLA's.
 
-Rules read the driver's state through `extra["run"]` (passes/instruction_fusion.FusionRun).
+Rules read the driver's state from a `FusionCandidate`'s `run` (passes/instruction_fusion.FusionRun).
 """
 
 from __future__ import annotations
@@ -94,10 +94,10 @@ def expensive_reuse(c: Candidate):
         ROOT b = f32[1024,1024] broadcast(l), dimensions={0}
     Relaxing: a performance trade: the producer is recomputed per repeated read.
     """
-    run = c.extra["run"]
+    run = c.run
     if not is_expensive_gpu(c.producer):
         return None
-    if not run.reuses_operand_elements(c.consumer, c.extra["operand_index"]):
+    if not run.reuses_operand_elements(c.consumer, c.operand_index):
         return None
     return objection(producer=c.producer.name, opcode=c.producer.opcode, consumer=c.consumer.name)
 
@@ -187,7 +187,7 @@ def concat_not_duplicated(c: Candidate):
     (merger-concat-slower-if-fused); relaxing this first-pass refusal too splits the shared
     dynamics into more kernels.  Relax it by id to explore that.
     """
-    run = c.extra["run"]
+    run = c.run
     if run.may_duplicate or c.producer.opcode != "concatenate":
         return None
     duplicated, others = _concat_users(c)
@@ -198,7 +198,7 @@ def concat_not_duplicated(c: Candidate):
 
 
 def _evaluation(c: Candidate):
-    run = c.extra["run"]
+    run = c.run
     return run.indexing_evaluation(c.consumer)
 
 

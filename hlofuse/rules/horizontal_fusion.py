@@ -11,9 +11,10 @@ HorizontalInputFusion is replayed at P only.
 
 XLA gives no reason strings here (it only logs); the XlaRefs name the function and leave the
 message empty.  Candidates are (candidate kernel, the consumer whose operands are scanned);
-`extra` carries the pass's view: `xla` (the LoopFusionXla replayed; P when absent), `sliced`
-(the sliced-input mode), `candidates` (every candidate of this consumer), and for the span
-checks `left` (the span's first candidate) and the running totals.
+a `HorizontalCandidate` (rules/candidates.py) carries the pass's view: `xla` (the LoopFusionXla
+replayed; P when None), `sliced` (the sliced-input mode), `candidates` (every candidate of this
+consumer), and a `SpanCandidate` for the span checks `left` (the span's first candidate) and
+the running totals.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def _ref(function: str, commit: str = _P) -> XlaRef:
 
 def replayed_xla(c: Candidate) -> LoopFusionXla:
     """The HorizontalLoopFusion variant a candidate is asked for (P unless the pass says)."""
-    return c.extra.get("xla") or LOOP_P
+    return c.xla or LOOP_P
 
 
 def is_concatenation_input_fusion(node) -> bool:
@@ -156,7 +157,7 @@ def too_large(c: Candidate):
         ROOT t = (f32[300000], f32[300000]) tuple(a, b)    # not sliced-fused: too large
     Relaxing: a performance trade.
     """
-    sliced = c.extra.get("sliced", False)
+    sliced = c.sliced
     concat = replayed_xla(c).concat_input_fusions and is_concatenation_input_fusion(c.producer)
     limit = (SLICED_LIMITS if sliced or concat else LOOP_LIMITS)[0]
     n = elements(representative_shape(c.producer))
@@ -180,7 +181,7 @@ def too_many_instructions(c: Candidate):
         two kLoop fusions of 40 instructions each feeding one tuple (sliced mode refuses)
     Relaxing: a performance trade.
     """
-    sliced = c.extra.get("sliced", False)
+    sliced = c.sliced
     limit = (SLICED_LIMITS if sliced else LOOP_LIMITS)[1]
     if c.producer.opcode != "fusion":
         return None
@@ -216,10 +217,10 @@ def not_row_major(c: Candidate):
 
 
 def _candidate_ids(c: Candidate):
-    """ids of the consumer's other candidates (`extra["candidates"]`); the pass passes them
-    precomputed as `extra["candidate_ids"]` (a root tuple may have thousands of operands)."""
-    ids = c.extra.get("candidate_ids")
-    return ids if ids is not None else {id(o) for o in c.extra.get("candidates") or ()}
+    """ids of the consumer's other candidates (`candidates`); the pass passes them
+    precomputed as `candidate_ids` (a root tuple may have thousands of operands)."""
+    ids = c.candidate_ids
+    return ids if ids is not None else {id(o) for o in c.candidates or ()}
 
 
 @rule(id="HF-SHARED-PARAMETER", name="horizontal-shared-parameter", passes=_PASSES, pipelines=_PIPELINES,
@@ -324,7 +325,7 @@ CANDIDATE_RULES = ("HF-CONSUMER-NOT-ONLY-USER", "HF-TOO-LARGE", "HF-TOO-MANY-INS
 
 
 def _left(c: Candidate):
-    return c.extra["left"]
+    return c.left
 
 
 @rule(id="HF-DIFFERENT-OUTPUT-TYPE", name="horizontal-different-output-type", passes=_PASSES,
@@ -402,7 +403,7 @@ def different_shapes(c: Candidate):
         b = f32[16] negate(y)
     Relaxing: not possible.
     """
-    if c.extra.get("sliced"):
+    if c.sliced:
         return None
     a, b = representative_shape(_left(c)), representative_shape(c.producer)
     if equal_ignoring_element_type(a, b):
@@ -423,9 +424,9 @@ def batch_full(c: Candidate):
         70 small negates feeding one tuple: two horizontal fusions
     Relaxing: a performance trade.
     """
-    if c.extra["accum_outputs"] < c.extra["max_batch"]:
+    if c.accum_outputs < c.max_batch:
         return None
-    return objection(producer=c.producer.name, outputs=c.extra["accum_outputs"], limit=c.extra["max_batch"])
+    return objection(producer=c.producer.name, outputs=c.accum_outputs, limit=c.max_batch)
 
 
 @rule(id="HF-PARAMETER-SIZE", name="horizontal-parameter-size", passes=_PASSES, pipelines=_PIPELINES,
@@ -441,7 +442,7 @@ def parameter_size(c: Candidate):
         a span whose candidates have 500 operands in all
     Relaxing: not possible; the kernel might not launch.
     """
-    size = c.extra["accum_io"] * 8
+    size = c.accum_io * 8
     if size < MAX_CUDA_PARAM_SIZE:
         return None
     return objection(producer=c.producer.name, bytes=size, limit=MAX_CUDA_PARAM_SIZE)
@@ -465,9 +466,9 @@ def unroll_cost(c: Candidate):
         three kLoop fusions of sqrt(sqrt(sqrt(x))) feeding one tuple: 60 + 60 >= 100, not fused
     Relaxing: a performance trade.
     """
-    if c.extra["accum_cost"] < MAX_INSTR_UNROLL_COST:
+    if c.accum_cost < MAX_INSTR_UNROLL_COST:
         return None
-    return objection(producer=c.producer.name, cost=c.extra["accum_cost"], limit=MAX_INSTR_UNROLL_COST)
+    return objection(producer=c.producer.name, cost=c.accum_cost, limit=MAX_INSTR_UNROLL_COST)
 
 
 @rule(id="HF-NO-PARTNER", name="horizontal-no-partner", passes=_PASSES, pipelines=_PIPELINES,
@@ -484,7 +485,7 @@ def no_partner(c: Candidate):
         ROOT t = (f32[8], s32[]) tuple(a, i)
     Relaxing: not possible; there is nothing to fuse with.
     """
-    return objection(producer=c.producer.name) if c.extra.get("alone") else None
+    return objection(producer=c.producer.name) if c.alone else None
 
 
 #: The span checks of GetNextSpanOfFusions at P, in order.

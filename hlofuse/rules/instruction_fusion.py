@@ -7,9 +7,9 @@ safety checks of `ShouldFuseInPlaceOp` (one rule per XLA reason string).  The HL
 read (`is_fusible`, `is_elementwise`, element reuse, in-place pairs, FusionNodeIndexingEvaluation)
 live in rules/instruction_facts.py and are re-exported here.
 
-Rules read the pass state through `candidate.extra`:
-    extra["operand_index"]  the consumer's operand slot being considered
-    extra["run"]            the `passes.instruction_fusion.FusionRun` (policy, caches, sets)
+Rules read the pass state from a `FusionCandidate` (rules/candidates.py): `operand_index`, the
+consumer's operand slot being considered, and `run`, the `passes.instruction_fusion.FusionRun`
+(policy, caches, sets).
 Source: docs/xla/cpu-fusion.md §2 (X0102) and docs/xla/legacy-gpu-pipeline.md §2 (P).
 """
 
@@ -36,7 +36,7 @@ _PIPELINES = ("cpu", "legacy")
 
 
 def _run(c: Candidate):
-    return c.extra["run"]
+    return c.run
 
 
 @rule(id="IF-PRODUCER-NOT-FUSIBLE", name="producer-not-fusible", passes=("fusion",), pipelines=_PIPELINES,
@@ -202,12 +202,12 @@ def cannot_duplicate(c: Candidate):
 
 def _in_place(c: Candidate) -> tuple[str, dict] | None:
     """The in-place analysis of the pair, once for all the IF-INPLACE rules that read it."""
-    extra = c.extra
-    memo = extra.get("_in_place")
-    if memo is not None and memo[0] is c.producer and memo[1] is c.consumer:
-        return memo[2]
-    found = in_place_refusal(c.producer, c.consumer)
-    extra["_in_place"] = (c.producer, c.consumer, found)
+    memo = c.memo
+    if memo is None:
+        memo = c.memo = {}
+    elif "in_place" in memo:
+        return memo["in_place"]
+    found = memo["in_place"] = in_place_refusal(c.producer, c.consumer)
     return found
 
 
@@ -398,7 +398,7 @@ GENERIC_SHOULD_FUSE = ("IF-ROOT-PRODUCER", "IF-EXPENSIVE-DUPLICATION", "IF-CANNO
 
 def code_duplication_facts(c: Candidate) -> dict | None:
     """The shared check behind every backend's code-duplication rule (the consumer must be a
-    fusion; `extra["run"].indexing_evaluation(fusion)` supplies the cached evaluation).  XLA:CPU
+    fusion; `run.indexing_evaluation(fusion)` supplies the cached evaluation).  XLA:CPU
     asks only when the pass may duplicate; its rule checks that itself."""
     run = _run(c)
     if c.consumer.opcode != "fusion":

@@ -4,9 +4,9 @@ multi-output fusion (a producer joins its consumer's kernel and is still written
 other users).  docs/xla/legacy-gpu-pipeline.md §7 (2024) and docs/xla/priority-fusion.md §7
 (2026; the same checks, another cost model).
 
-Candidates: siblings are (i, j) with `extra["parent"]` the shared operand; producer-consumer
-candidates are (X, C).  `extra["model"]` is the pass's performance model (see
-passes/multi_output_fusion.py) and `extra["reachable"]` a reachability oracle.
+Candidates (`MofCandidate`, rules/candidates.py): siblings are (i, j) with `parent` the shared
+operand; producer-consumer candidates are (X, C).  `model` is the pass's performance model (see
+passes/multi_output_fusion.py) and `reachable` a reachability oracle.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def siblings_connected(c: Candidate):
         b = f32[8] fusion(p, a), kind=kLoop, calls=g     # b reads a; both read p
     Relaxing: not possible.
     """
-    reachable = c.extra["reachable"]
+    reachable = c.reachable
     a, b = c.producer, c.consumer
     if reachable(a, b):
         return objection(first=a.name, second=b.name, path=f"{b.name} depends on {a.name}")
@@ -98,7 +98,7 @@ def slices_non_overlapping(c: Candidate):
         b = f32[128] fusion(p), calls=second_half   # slice [128:256]
     Relaxing: a performance trade: one larger kernel instead of two, without saving reads.
     """
-    parent = c.extra.get("parent")
+    parent = c.parent
     if parent is None or parent.shape.is_tuple or byte_size_of_elements(parent.shape) < 1024:
         return None
     s1, s2 = _unique_slice(parent, c.producer), _unique_slice(parent, c.consumer)
@@ -265,7 +265,7 @@ def would_create_cycle(c: Candidate):
         ROOT c = f32[8] add(a, b)        # a cannot join c's kernel: b is in between
     Relaxing: not possible.
     """
-    reachable = c.extra["reachable"]
+    reachable = c.reachable
     for operand in c.consumer.operands:
         if operand is not c.producer and reachable(c.producer, operand):
             return objection(producer=c.producer.name, consumer=c.consumer.name, operand=operand.name)
@@ -285,7 +285,7 @@ def too_large_ir(c: Candidate):
         a producer of 200 instructions whose consumer reads it through 100 slices
     Relaxing: a compile-time trade.
     """
-    too_large, merged, _ = c.extra["model"].merged_too_large(c.producer, c.consumer)
+    too_large, merged, _ = c.model.merged_too_large(c.producer, c.consumer)
     if not too_large:
         return None
     return objection(producer=c.producer.name, consumer=c.consumer.name, merged=merged)
@@ -309,14 +309,14 @@ def slower_if_fused(c: Candidate):
         ROOT r = f32[4096] fusion(broadcast-heavy use of p), kind=kInput, calls=reduce
     Relaxing: a performance trade: the model predicts a slower kernel.
     """
-    times = c.extra["model"].estimate_run_times(c.producer, [c.consumer], multi_output=True)
+    times = c.model.estimate_run_times(c.producer, [c.consumer], multi_output=True)
     if times.fused <= times.unfused:
         return None
     from ..cost.terms import cost_facts
 
     return objection(producer=c.producer.name, consumer=c.consumer.name, fused_us=times.fused_us,
                      unfused_us=times.unfused_us,
-                     **cost_facts(c.extra["model"], c.producer, [c.consumer], side_output=True, times=times))
+                     **cost_facts(c.model, c.producer, [c.consumer], side_output=True, times=times))
 
 
 @rule(id="MOF-OTHER-CONSUMER-PREFERRED", name="mof-other-consumer-preferred", passes=_PASSES,
@@ -336,7 +336,7 @@ def other_consumer_preferred(c: Candidate):
         b = f32[8] add(p, y)
     Relaxing: not possible; the producer can join only one kernel.
     """
-    chosen = c.extra.get("chosen")
+    chosen = c.chosen
     if chosen is None or chosen is c.consumer:
         return None
     return objection(producer=c.producer.name, consumer=c.consumer.name, chosen=chosen.name)

@@ -23,8 +23,8 @@ most one element into every fusible user (PF-CONSTANT-USER-NOT-FUSIBLE), larger 
 (PF-LARGE-CONSTANT).  Producers are never fused into bitcast users (PF-BITCAST-USER): a
 bitcast is fused into its own users instead.
 
-Rules whose check needs the pass's state (cost model, fusion analyses) find it in
-`candidate.extra["pf"]` (a `PfState`: the cost model and GPU config of the computation).
+Rules whose check needs the pass's state (cost model, fusion analyses) find it in a
+`PriorityCandidate`'s `pf` (a `PfState`: the cost model and GPU config of the computation).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ..gpu.shapes import bit_width, elements
 from ..gpu.triton_support import triton_support as _triton_support
 from . import XLA_COMMITS, Candidate, XlaRef, objection, rule
 from . import gpu_fusible, instruction_fusion  # noqa: F401  (registers the shared rules asked below)
+from .candidates import PriorityCandidate
 from .instruction_fusion import IN_PLACE_RULES, in_place_pairs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,7 +70,7 @@ class PfState:
 
 
 def _state(c: Candidate) -> PfState:
-    return c.extra["pf"]
+    return c.pf
 
 
 def _cost_facts(c: Candidate, times) -> dict:
@@ -277,7 +278,7 @@ def triton_unsupported(c: Candidate):
         ROOT s = f32[64,128] fusion(g), kind=kCustom, calls=softmax, backend_config={"fusion_backend_config":{"kind":"__triton",...}}
     Relaxing: not possible.
     """
-    config = _state(c).config if "pf" in c.extra else None
+    config = _state(c).config if isinstance(c, PriorityCandidate) else None
     for side, node in (("the producer", c.producer), ("the consumer", c.consumer)):
         reason = triton_support(node, config)
         if reason is not None:
@@ -457,7 +458,7 @@ def all_users(c: Candidate):
     Relaxing: a performance trade: the producer is also computed inside the users that can
     take it (duplicated), and stays a kernel for the others.
     """
-    blocking = c.extra.get("blocking")
+    blocking = c.blocking
     if blocking is None:
         return None
     user, rule_id, reason = blocking
@@ -483,9 +484,9 @@ def bitcast_user(c: Candidate):
         b = s32[512] bitcast(c)              # ... and stays a kernel for b
     Relaxing: a performance trade: the bitcast becomes a kernel computing the producer.
     """
-    if c.extra.get("bitcast_user") is None or not is_fusible_bitcast(c.consumer):
+    if c.bitcast_user is None or not is_fusible_bitcast(c.consumer):
         return None
-    return objection(producer=c.producer.name, consumer=c.consumer.name, only=c.extra["bitcast_user"])
+    return objection(producer=c.producer.name, consumer=c.consumer.name, only=c.bitcast_user)
 
 
 @rule(id="PF-UNPROFITABLE", name="pf-unprofitable", passes=_PASSES, pipelines=_PIPELINES,
@@ -508,7 +509,7 @@ def unprofitable(c: Candidate):
         r = f32[64] reduce(c, zero), dimensions={1}
     Relaxing: a performance trade, by the model's own estimate.
     """
-    times = c.extra.get("times")
+    times = c.times
     if times is None or times.priority >= 0:
         return None
     return objection(producer=c.producer.name, consumer=c.consumer.name, users=len(c.producer.users),
@@ -540,7 +541,7 @@ def concat_penalty(c: Candidate):
     Relaxing: the cost model prices the concatenate at 6 flops per element like any other; the
     fused kernel is correct, only its modelled speed changes (`--relax concat`).
     """
-    times = c.extra.get("times")
+    times = c.times
     if times is None or times.priority >= 0:
         return None
     from ..cost.analysis import concat_is_penalised
@@ -625,7 +626,7 @@ def not_reconsidered(c: Candidate):
         a producer whose only change was in the cost of a user's other operand
     Relaxing: not possible; it describes the order of XLA's greedy algorithm, not a check.
     """
-    stale = c.extra.get("stale")
+    stale = c.stale
     if stale is None:
         return None
     last, times = stale
