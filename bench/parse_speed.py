@@ -2,7 +2,7 @@
 """How fast hlofuse reads HLO text, and how much memory it takes.
 
     python bench/parse_speed.py                 # a generated 12 MB module + the largest sample dump
-    python bench/parse_speed.py --mb 30 --repeat 3 --json
+    python bench/parse_speed.py --mb 1,12,40 --repeat 3 --json
     python bench/parse_speed.py --xla-python /path/to/venv-with-jax/bin/python
 
 The generated module looks like an optimised GPU dump of a large transformer, in XLA's long
@@ -491,7 +491,8 @@ def largest_sample_dump() -> Path | None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mb", type=float, default=12.0, help="size of the generated module (default 12)")
+    ap.add_argument("--mb", default="12", help="size of the generated module in MB, or sizes separated by commas "
+                                               "(1,12,40: one module of each) (default 12)")
     ap.add_argument("--repeat", type=int, default=3, help="parses per input; the best counts (default 3)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", metavar="PATH", help="also write the generated module here")
@@ -503,20 +504,25 @@ def main(argv=None) -> int:
     os.environ["HLOFUSE_NO_CACHE"] = "1"  # the parser is timed, not hlofuse.result_cache
     xla = xla_python(a.xla_python)
 
-    t = time.perf_counter()
-    text = generate(int(a.mb * 1e6), a.seed)
-    gen_s = time.perf_counter() - t
-    with tempfile.TemporaryDirectory() as tmp:
-        path = a.keep or os.path.join(tmp, "generated.hlo")
-        with open(path, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        memory = measure_memory(path)
-        report = {"generated": {**measure_speed(text, a.repeat), **memory, "generate_s": round(gen_s, 2)}}
-        if xla:
-            report["generated"].update(measure_xla(xla, path, a.repeat))
     import hlofuse
 
-    report["generated"]["prints_back_exactly"] = hlofuse.dumps(hlofuse.loads(text)) == text
+    report = {}
+    sizes = [float(mb) for mb in a.mb.split(",")]
+    for mb in sizes:
+        t = time.perf_counter()
+        text = generate(int(mb * 1e6), a.seed)
+        gen_s = time.perf_counter() - t
+        key = "generated" if len(sizes) == 1 else f"generated_{mb:g}mb"
+        with tempfile.TemporaryDirectory() as tmp:
+            path = a.keep if a.keep and len(sizes) == 1 else os.path.join(tmp, "generated.hlo")
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+            memory = measure_memory(path)
+            report[key] = {**measure_speed(text, a.repeat), **memory, "generate_s": round(gen_s, 2)}
+            if xla:
+                report[key].update(measure_xla(xla, path, a.repeat))
+        report[key]["prints_back_exactly"] = hlofuse.dumps(hlofuse.loads(text)) == text
+        del text
     sample = largest_sample_dump()
     if sample is not None:
         stext = sample.read_text(encoding="utf-8")
