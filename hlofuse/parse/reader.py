@@ -237,7 +237,7 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     fast = _FAST or _bind_fast()
     match_instruction, match_attr, make = fast.instruction_head, fast.attr, instruction
     intern, rewritten_attrs, literal_opcodes = sys.intern, REWRITTEN_ATTRS, LITERAL_OPCODES
-    find_names, new_instruction = _BARE_NAME_RE.findall, fast.instruction
+    new_instruction = fast.instruction
     count, rfind = text.count, text.rfind
     share_len, pairs_get, attr_sets_get = _SHARED_VALUE_LEN, _PAIRS.get, _ATTR_SETS.get
     instrs: list = []
@@ -308,10 +308,11 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
         else:
             # The grammar's OPERAND_LIST matched, and an operand is `/*index=N*/`? (SHAPE _WS1)?
             # NAME: without `/*`, `[` or `(` no operand has a mark or a shape (each SHAPE holds
-            # `[` or `(`), so every operand is a bare name.
+            # `[` or `(`), so every operand is a bare name, and the text is names (`%` only
+            # before one), commas and whitespace.
             made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape),
-                                   tuple(map(intern, find_names(inner))), frozen, None, line,
-                                   start - line_start + 1)
+                                   tuple(map(intern, inner.replace("%", "").replace(",", " ").split())), frozen,
+                                   None, line, start - line_start + 1)
         instrs.append(made)
     close = _CLOSE_RE.match(text, p, end)
     if close is None:
