@@ -171,7 +171,10 @@ class Callbacks(lark.Transformer):
 
     # -- module -------------------------------------------------------------------------
     def header_section(self, children):
-        return (token_type(children[0]), [(token_text(t), t.line, t.column) for t in children[1:]])
+        entries = []
+        for tok in children[1:]:  # one token: the lexer reads a table's entries in one go
+            entries.extend(tok.value)
+        return (token_type(children[0]), entries)
 
     def hlo_module(self, children):
         name = token_text(children[0]).rstrip(":")

@@ -401,5 +401,22 @@ def computation_from_head(head_text: str, instrs: list, attrs: list, line: int, 
     return RawComputation(strip_percent(name), entry is not None, params, result, attrs, instrs, line, column)
 
 
-#: Terminals hlofuse's lexer reads with a function instead of one regular expression.
-READERS = {"COMPUTATION": _read_computation}
+def _section_entry_reader(terminal: str):
+    """A reader of one entry of a header table (`3 {file_location_id=2 parent_frame_id=1}`):
+    the terminal's own pattern, the entry as (text, line, column).  As a reader, the entries of
+    a table are one token (see the lexer), not a token each."""
+    def read(text: str, pos: int, end: int, line: int, line_start: int):
+        m = terminal_regex(terminal).match(text, pos, end)
+        if m is None:
+            return None
+        return (m.group(), line, pos - line_start + 1), m.end()
+
+    return read
+
+
+#: Terminals hlofuse's lexer reads with a function instead of one regular expression.  Where
+#: one is met, the parser may take another right after it; the lexer hands a run of them to
+#: the parser as one token whose value is the list of what the reader made of each.
+READERS = {"COMPUTATION": _read_computation,
+           "SECTION_STRING_ENTRY": _section_entry_reader("SECTION_STRING_ENTRY"),
+           "SECTION_BRACE_ENTRY": _section_entry_reader("SECTION_BRACE_ENTRY")}
