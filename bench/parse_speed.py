@@ -14,8 +14,9 @@ deterministic (a seeded generator) and prints back from hlofuse character for ch
 
 Reported: MB/s and instructions/s for the whole `hlofuse.loads`, the split into lexing+parsing
 (Lark and its callbacks), assembly (names, computations, structural checks) and validation
-(per-instruction checks), and the peak resident memory (ru_maxrss) of a fresh process that
-reads and parses the file, also as a multiple of the file size.  XLA's own C++ parser reads
+(per-instruction checks), and memory in a fresh process that reads and parses the file (see
+`measure_memory`): its whole-process peak, and the parse's own peak above what the process
+held right before it, each also as a multiple of the file size.  XLA's own C++ parser reads
 such text at about 25 MB/s on the 2-core machine these numbers were taken on.
 
 XLA's parser (jaxlib's `hlo_module_from_text`, the C++ HloParser) is timed on the same files
