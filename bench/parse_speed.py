@@ -2,7 +2,7 @@
 """How fast hlofuse reads HLO text, and how much memory it takes.
 
     python bench/parse_speed.py                 # a generated 12 MB module + the largest sample dump
-    python bench/parse_speed.py --mb 30 --repeat 3 --json
+    python bench/parse_speed.py --mb 1,12,40 --repeat 3 --json
     python bench/parse_speed.py --xla-python /path/to/venv-with-jax/bin/python
 
 The generated module looks like an optimised GPU dump of a large transformer, in XLA's long
@@ -14,8 +14,9 @@ deterministic (a seeded generator) and prints back from hlofuse character for ch
 
 Reported: MB/s and instructions/s for the whole `hlofuse.loads`, the split into lexing+parsing
 (Lark and its callbacks), assembly (names, computations, structural checks) and validation
-(per-instruction checks), and the peak resident memory (ru_maxrss) of a fresh process that
-reads and parses the file, also as a multiple of the file size.  XLA's own C++ parser reads
+(per-instruction checks), and memory in a fresh process that reads and parses the file (see
+`measure_memory`): its whole-process peak, and the parse's own peak above what the process
+held right before it, each also as a multiple of the file size.  XLA's own C++ parser reads
 such text at about 25 MB/s on the 2-core machine these numbers were taken on.
 
 XLA's parser (jaxlib's `hlo_module_from_text`, the C++ HloParser) is timed on the same files
@@ -388,33 +389,69 @@ def measure_speed(text: str, repeat: int) -> dict:
     return report
 
 
-def measure_memory(path: str) -> dict:
-    """Peak RSS of a fresh process that imports hlofuse, reads the file and parses it.
+# Run in a fresh process by measure_memory.  Linux keeps the resident high-water mark (VmHWM)
+# of a process; writing 5 to /proc/self/clear_refs resets it to the current size, so the peak of
+# the parse alone is read without the imports and the reading of the file before it.
+_MEMORY_PROBE = """
+import gc, json, os, resource, sys
+sys.path.insert(0, %r)
+os.environ["HLOFUSE_NO_CACHE"] = "1"
+def status(key):
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith(key): return int(line.split()[1])
+    except OSError: pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if key == "VmHWM:" else None
+def reset_peak():
+    try:
+        with open("/proc/self/clear_refs", "w") as fh: fh.write("5")
+        return True
+    except OSError: return False
+out = {"start_kb": status("VmRSS:")}
+import hlofuse
+out["imported_kb"] = status("VmRSS:")
+m = hlofuse.loads("HloModule m\\nENTRY e { ROOT p = f32[] parameter(0) }")  # grammar tables, lazy imports
+del m
+out["ready_kb"] = status("VmRSS:")
+out["modules_imported"] = sorted(n for n in sys.modules if not n.startswith("_") and "." not in n)
+text = open(sys.argv[1], encoding="utf-8", newline="").read()
+gc.collect()
+out["before_parse_kb"] = status("VmRSS:")
+out["peak_before_parse_kb"] = status("VmHWM:")
+out["reset"] = reset_peak()
+module = hlofuse.loads(text)
+out["parse_peak_kb"] = status("VmHWM:")
+out["after_parse_kb"] = status("VmRSS:")
+out["child_peak_kb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps(out))
+"""
 
-    Read from /proc/self/status (VmHWM) where there is one: ru_maxrss survives exec, so a child
-    of a big process would report its parent's size."""
-    code = (
-        "import resource, sys; sys.path.insert(0, %r)\n"
-        "def peak():\n"
-        "    try:\n"
-        "        for line in open('/proc/self/status'):\n"
-        "            if line.startswith('VmHWM:'): return int(line.split()[1])\n"
-        "    except OSError: pass\n"
-        "    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "import hlofuse; from hlofuse.parse import parser; parser()\n"
-        "text = open(sys.argv[1], encoding='utf-8', newline='').read()\n"
-        "before = peak()\n"
-        "m = hlofuse.loads(text)\n"
-        "child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-        "print(before, peak(), child)\n" % str(HERE.parent)
-    )
-    out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, check=True)
-    before_kb, after_kb, child_kb = map(int, out.stdout.split())
+
+def measure_memory(path: str) -> dict:
+    """Resident memory of a fresh process that imports hlofuse, reads the file and parses it
+    (one process: HLOFUSE_JOBS=1), from /proc/self/status:
+
+    - whole-process peak: the largest resident size of that process at any time (VmHWM), the
+      interpreter, the imports and the file's text included;
+    - parse peak: the largest resident size while `hlofuse.loads` ran (VmHWM reset to the current
+      size right before it), minus the size right before it: what parsing itself costs;
+    - kept: what the process holds after the parse beyond what it held before (the module).
+
+    Where VmHWM cannot be reset (no /proc), the parse peak is taken from the whole-process
+    high-water mark, which then counts the reading of the file too."""
+    env = {**os.environ, "HLOFUSE_JOBS": "1"}
+    out = subprocess.run([sys.executable, "-c", _MEMORY_PROBE % str(HERE.parent), path], capture_output=True,
+                         text=True, check=True, env=env)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
     size = os.path.getsize(path)
-    return {"rss_before_parse_mb": round(before_kb / 1024, 1), "peak_rss_mb": round(after_kb / 1024, 1),
-            "peak_over_file": round(after_kb * 1024 / size, 1),
-            "growth_over_file": round((after_kb - before_kb) * 1024 / size, 1),
-            "child_peak_rss_mb": round(child_kb / 1024, 1) if child_kb else None}
+    peak_kb = max(r["parse_peak_kb"], r["peak_before_parse_kb"]) if r["reset"] else r["parse_peak_kb"]
+    parse_kb = r["parse_peak_kb"] - r["before_parse_kb"]
+    return {"rss_ready_mb": round(r["ready_kb"] / 1024, 1),
+            "rss_before_parse_mb": round(r["before_parse_kb"] / 1024, 1),
+            "peak_rss_mb": round(peak_kb / 1024, 1), "peak_over_file": round(peak_kb * 1024 / size, 2),
+            "parse_peak_mb": round(parse_kb / 1024, 1), "parse_peak_over_file": round(parse_kb * 1024 / size, 2),
+            "kept_mb": round((r["after_parse_kb"] - r["before_parse_kb"]) / 1024, 1),
+            "parse_peak_exact": r["reset"], "modules_imported": r["modules_imported"]}
 
 
 def xla_python(requested: str | None) -> str | None:
@@ -455,7 +492,8 @@ def largest_sample_dump() -> Path | None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mb", type=float, default=12.0, help="size of the generated module (default 12)")
+    ap.add_argument("--mb", default="12", help="size of the generated module in MB, or sizes separated by commas "
+                                               "(1,12,40: one module of each) (default 12)")
     ap.add_argument("--repeat", type=int, default=3, help="parses per input; the best counts (default 3)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--keep", metavar="PATH", help="also write the generated module here")
@@ -467,20 +505,25 @@ def main(argv=None) -> int:
     os.environ["HLOFUSE_NO_CACHE"] = "1"  # the parser is timed, not hlofuse.result_cache
     xla = xla_python(a.xla_python)
 
-    t = time.perf_counter()
-    text = generate(int(a.mb * 1e6), a.seed)
-    gen_s = time.perf_counter() - t
-    with tempfile.TemporaryDirectory() as tmp:
-        path = a.keep or os.path.join(tmp, "generated.hlo")
-        with open(path, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        memory = measure_memory(path)
-        report = {"generated": {**measure_speed(text, a.repeat), **memory, "generate_s": round(gen_s, 2)}}
-        if xla:
-            report["generated"].update(measure_xla(xla, path, a.repeat))
     import hlofuse
 
-    report["generated"]["prints_back_exactly"] = hlofuse.dumps(hlofuse.loads(text)) == text
+    report = {}
+    sizes = [float(mb) for mb in a.mb.split(",")]
+    for mb in sizes:
+        t = time.perf_counter()
+        text = generate(int(mb * 1e6), a.seed)
+        gen_s = time.perf_counter() - t
+        key = "generated" if len(sizes) == 1 else f"generated_{mb:g}mb"
+        with tempfile.TemporaryDirectory() as tmp:
+            path = a.keep if a.keep and len(sizes) == 1 else os.path.join(tmp, "generated.hlo")
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+            memory = measure_memory(path)
+            report[key] = {**measure_speed(text, a.repeat), **memory, "generate_s": round(gen_s, 2)}
+            if xla:
+                report[key].update(measure_xla(xla, path, a.repeat))
+        report[key]["prints_back_exactly"] = hlofuse.dumps(hlofuse.loads(text)) == text
+        del text
     sample = largest_sample_dump()
     if sample is not None:
         stext = sample.read_text(encoding="utf-8")
@@ -515,10 +558,11 @@ def main(argv=None) -> int:
         st = r["stages_s"]
         print(f"  stages: lexing+parsing {st['parse_s']} s, assembly {st['assemble_s']} s, "
               f"validation {st['validate_s']} s")
-        print(f"  peak memory {r['peak_rss_mb']} MB = {r['peak_over_file']}x the file "
-              f"(the process held {r['rss_before_parse_mb']} MB before parsing; growth "
-              f"{r['growth_over_file']}x)" + (f"; the forked reader peaked at {r['child_peak_rss_mb']} MB"
-                                              if r.get("child_peak_rss_mb") else ""))
+        print(f"  memory: whole-process peak {r['peak_rss_mb']} MB = {r['peak_over_file']}x the file (the "
+              f"interpreter and imports {r['rss_ready_mb']} MB, then the text); the parse's own peak "
+              f"{r['parse_peak_mb']} MB = {r['parse_peak_over_file']}x the file"
+              f"{'' if r['parse_peak_exact'] else ' (no /proc: counted from the whole-process peak)'}, "
+              f"{r['kept_mb']} MB kept as the module")
         if "xla_mb_per_cpu_s" in r:
             print(f"  XLA's parser (jaxlib {r['jaxlib']}, one process): {r['xla_mb_per_s']} MB/s, CPU "
                   f"{r['xla_cpu_s']} s -> {r['xla_mb_per_cpu_s']} MB per CPU second; hlofuse in one process "

@@ -26,8 +26,9 @@ HERE = Path(__file__).resolve().parent
 SCRIPTS = [
     # the replay table: CPU and wall seconds of each pipeline's replay per module size
     ("replay_speed.py", ["--pipeline", "all"]),
-    # HLO text -> Module: MB/s, instructions/s, peak memory, and XLA's parser on the same files
-    ("parse_speed.py", []),
+    # HLO text -> Module at 1, 12 and 40 MB: MB/s, instructions/s, CPU seconds, peak memory (the
+    # whole process and the parse's own), and XLA's parser on the same files
+    ("parse_speed.py", ["--mb", "1,12,40"]),
     # the paper's section V: cart-pole plans run as kernels, checked and timed
     ("paper_section5.py", []),
     # compile_jax + explain next to jax.jit's compile (skipped without JAX)

@@ -124,14 +124,18 @@ class _Checker:
                 raise self.error(f'unexpected attribute "{key}" for {opcode}', instr, key)
             # check_attr_value's test, inlined (once per attribute of every instruction)
             if key in _UNIQUE_VALUED:
-                if terminal_regex(spec.terminal).fullmatch(value) is None:
+                fullmatch = _FULLMATCH.get(spec.terminal) or _fullmatch(spec.terminal)
+                if fullmatch(value) is None:
                     self.check_attr_value(instr, key, value)
             elif len(value) >= 200 or not _value_fits(spec.terminal, value):
                 self.check_attr_value(instr, key, value)
             if key == "result_accuracy":
                 self.check_result_accuracy(instr)
         for key in REQUIRED.get(opcode, ()):
-            if not instr.has_attr(key):
+            for present, _ in instr.attrs:  # (instr.has_attr, without a generator per instruction)
+                if present == key:
+                    break
+            else:
                 if opcode == "conditional":
                     continue
                 raise self.error(f"{opcode} expects attribute {key}", instr)
@@ -171,10 +175,18 @@ class _Checker:
 
     # -- per-opcode checks (named op_<opcode>) ---------------------------------------------
     def op_constant(self, comp, instr, shapes) -> None:
+        literal, shape = instr.literal or "", instr.shape
+        key = (literal, id(shape))
+        if _CHECKED_LITERALS.get(key) is shape:
+            return
         try:
-            check_literal(instr.literal or "", instr.shape)
+            check_literal(literal, shape)
         except LiteralError as err:
             raise self.error(str(err), instr) from None
+        if len(literal) < 64 and len(_CHECKED_LITERALS) < 100_000:
+            # Scalars repeat (`f32[] constant(0)`): a pure function of the text and the shape,
+            # keyed by the shape's identity as _CHECKED_SHAPES is (the value keeps it alive).
+            _CHECKED_LITERALS[key] = shape
 
     def op_broadcast(self, comp, instr, shapes) -> None:
         if not instr.has_attr("dimensions") and shapes and shapes[0].rank > 0:
@@ -356,6 +368,14 @@ _UNSET = object()
 _ASYNC_KINDS: dict = {}
 #: Shapes whose layouts passed check_layouts, by id.
 _CHECKED_SHAPES: dict = {}
+_CHECKED_LITERALS: dict = {}
+#: terminal name -> the bound fullmatch of its compiled pattern
+_FULLMATCH: dict = {}
+
+
+def _fullmatch(terminal: str):
+    match = _FULLMATCH[terminal] = terminal_regex(terminal).fullmatch
+    return match
 
 
 #: Attributes whose values differ from instruction to instruction (metadata names the source

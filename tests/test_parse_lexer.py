@@ -71,6 +71,39 @@ def test_instruction_patterns_match_what_the_grammar_matches():
     assert checked > 1000
 
 
+def _sample_dump_lines(limit_per_file: int = 400) -> list[str]:
+    lines = []
+    for path in sorted((REPO / "sample_dumps").rglob("*.txt")):
+        text = read_text(path)
+        lines += [line.strip() for line in text.splitlines() if " = " in line][:limit_per_file]
+    return lines
+
+
+def test_head_regex_reads_what_the_grammar_terminals_read():
+    """The reader's head pattern tries the forms XLA prints most first (`_common_shape`,
+    `_common_operand_list`); it accepts the same lines as INSTR_HEAD composed from the
+    terminals alone and takes the same groups, on real lines (generated, corpus, sample dumps)
+    and mutated ones, and the common forms are what most real lines take."""
+    fast, plain = reader.head_regex(), reader.grammar_head_regex()
+    common_shape = re.compile(f"(?:{reader._common_shape()})")
+    common_operands = re.compile(f"(?:{reader._common_operand_list()})")
+    rng = random.Random(13)
+    lines = _instruction_lines() + _sample_dump_lines()
+    edits = [",", " ", "(", ")", "}", "{", "[", "]", "x", "/*", "/*index=1*/", ", ", "%", "#1", ":T(2)", "<=", ""]
+    mutated = [line[:i] + rng.choice(edits) + line[i + rng.randrange(2):]
+               for line in rng.sample(lines, min(4000, len(lines))) for i in [rng.randrange(len(line))]]
+    took_common = 0
+    for line in lines + mutated:
+        a, b = fast.match(line), plain.match(line)
+        assert (a is None) == (b is None), line
+        if a is None:
+            continue
+        assert a.groups() == b.groups(), line
+        if common_shape.fullmatch(a.group(4)) and common_operands.fullmatch(a.group(6)):
+            took_common += 1
+    assert took_common > len(lines) // 2
+
+
 def test_instruction_regex_reads_what_head_then_attributes_read():
     """The reader's one match per instruction (`instruction_regex`: the head and up to
     ATTR_SLOTS attributes) takes the same head groups and the same first attributes, ending

@@ -76,3 +76,53 @@ def test_lines_and_columns_are_where_the_names_are(newline):
             column = instr.span.column - 1
             shown = line[column:]
             assert shown.startswith(("ROOT " + instr.name, instr.name + " ")), (instr.name, instr.span)
+
+
+_RUN_OF_COMPUTATIONS = """HloModule m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+/* a comment between computations */
+%neg (x: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  ROOT %n = f32[] negate(%x)
+}, execution_thread="side"
+%mul (p: f32[], q: f32[]) -> f32[] {
+  %p = f32[] parameter(0)
+  %q = f32[] parameter(1)
+  ROOT %m = f32[] multiply(%p, %q)
+}
+ENTRY %main (y: f32[]) -> f32[] {
+  %y = f32[] parameter(0)
+  ROOT %r = f32[] call(%y), to_apply=%neg
+}
+"""
+
+
+def _expected_spans(text: str) -> dict[str, tuple[int, int]]:
+    spans = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.lstrip()
+        if " = " in stripped and not stripped.startswith("HloModule"):
+            name = stripped.removeprefix("ROOT ").split(" = ")[0].lstrip("%")
+            spans[name] = (number, len(line) - len(stripped) + 1)
+    return spans
+
+
+@pytest.mark.parametrize("text", [_RUN_OF_COMPUTATIONS, _RUN_OF_COMPUTATIONS.replace("HloModule m\n", "")])
+def test_computations_read_one_after_another(text):
+    """The lexer reads computations that follow each other (comments between them skipped) as
+    one token: each keeps its own instructions, lines and columns, and attributes after a
+    computation's `}` stay that computation's (the run stops there and goes on after them)."""
+    module = parse_text(text)
+    assert [c.name for c in module.computations] == ["add", "neg", "mul", "main"]
+    assert module["neg"].attrs == (("execution_thread", '"side"'),)
+    assert all(module[name].attrs == () for name in ("add", "mul", "main"))
+    expected = _expected_spans(text)
+    got = {i.name: (i.span.line, i.span.column) for c in module.computations for i in c.instructions}
+    assert got == expected
+    assert module["mul"].span.line == text.splitlines().index("%mul (p: f32[], q: f32[]) -> f32[] {") + 1

@@ -141,3 +141,49 @@ def test_on_the_real_dump_when_present(sample_dumps_dir):
     assert stack[0].file == PROGRAMS and stack[0].function == "rnn_scan"
     assert stack[-1].function == "<module>" and stack[-1].file == GENERATE
     assert [loc.function for loc in stack[-3:]] == ["compile_one", "main", "<module>"]
+
+
+_TABLES = """HloModule m
+
+FileNames
+1 "a.py"
+2 "b.py"
+
+FunctionNames
+1 "f"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=1 end_line=1 column=1 end_column=2}
+2 {file_name_id=2 function_name_id=1 line=3 end_line=3 column=1 end_column=2}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=2}
+
+ENTRY %e (p: f32[]) -> f32[] {
+  ROOT %p = f32[] parameter(0), metadata={stack_frame_id=2}
+}
+"""
+
+
+@pytest.mark.parametrize("old, new, where", [
+    ('2 "b.py"', "2 b.py", (5, 1)),
+    ("2 {file_location_id=2 parent_frame_id=2}", "2 {file_location_id=2 parent_frame_id=2", (16, 1)),
+    ('1 "f"', '1 "f"\n2 {x=1}', (9, 1)),
+])
+def test_a_bad_table_entry_after_good_ones(old, new, where):
+    """The lexer reads a table's entries one after another as one token; an entry that is not
+    one ends the run, and the error is at that entry, as when each entry was a token."""
+    with pytest.raises(hlofuse.HloSyntaxError) as err:
+        hlofuse.loads(_TABLES.replace(old, new))
+    assert (err.value.line, err.value.column) == where
+    assert "an entry such as" in str(err.value)
+
+
+def test_table_entries_after_a_comment_and_on_one_line():
+    text = _TABLES.replace("\nFileLocations\n", "\nFileLocations\n/* c */ ").replace(
+        "1 {file_location_id=1 parent_frame_id=1}\n",
+        "1 {file_location_id=1 parent_frame_id=1} 3 {file_location_id=1 parent_frame_id=1}\n")
+    frames = hlofuse.loads(text).stack_frames
+    assert frames.frames == {1: (1, 0), 3: (1, 0), 2: (2, 1)}
+    assert sorted(frames.file_names) == [1, 2] and frames.function_names == {1: "f"}

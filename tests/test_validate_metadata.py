@@ -30,3 +30,23 @@ def test_metadata_values_are_not_memoised():
     module = parse_text(_module('{op_name="jit(f)/negate" source_line=K}', count=200), "m.hlo")
     assert len(module.computations[0].instructions) == 202
     assert validate._value_fits.cache_info().currsize == 0
+
+
+def test_a_literal_checked_once_per_shape():
+    """validate remembers literals that passed for a shape (scalars repeat): the same text is
+    still checked for another shape, and a bad literal is reported where it is, every time."""
+    text = "\n".join([
+        "HloModule m",
+        "ENTRY e {",
+        "  a = f32[] constant(1.5)",
+        "  b = f32[] constant(1.5)",
+        "  c = s32[] constant(1.5)",
+        "  ROOT d = f32[] add(a, b)",
+        "}",
+    ])
+    for _ in range(2):
+        with pytest.raises(HloSyntaxError) as err:
+            parse_text(text)
+        assert (err.value.line, err.value.column) == (5, 3)
+        assert "expects an integer literal, sees 1.5" in str(err.value)
+    assert parse_text(text.replace("s32[] constant(1.5)", "s32[] constant(1)"))["e"]["c"].literal == "1"

@@ -56,8 +56,7 @@ def parse_text(text: str, path: str | None = None, *, strict: bool = False) -> i
         with collector_paused():
             module = parse_in_two(text, path, strict) if jobs(text) > 1 else None
             if module is None:
-                raw = run_parser(text, "start")
-                module = assemble(raw, text, path)
+                module = assemble(run_parser(text, "start"), text, path)  # the raw records go here
                 module = check_module(module, text, strict=strict)
         return module
 

@@ -50,6 +50,7 @@ class Assembler:
         if raw.form == "instruction":
             comp = self.lone_computation(raw.lone)
             comps, entry, name = [comp], comp.name, "module"
+            style = self.style(raw)
         else:
             if not raw.computations:
                 raise self.error("expects at least one computation (an ENTRY computation)", raw.line, raw.column)
@@ -68,12 +69,19 @@ class Assembler:
             if len(entries) > 1:
                 raise self.error("expects only one ENTRY computation", entries[1].line, entries[1].column)
             entry_raw = entries[0] if entries else raw.computations[-1]
+            # (judged now: the records are let go below; style_of reads what building saw)
+            percent = uses_percent(self.text, raw.computations[0])
+            signatures = any(rc.params is not None for rc in raw.computations)
             comps = []
             for rc in raw.computations:
                 comp = self.computation(rc, rc is entry_raw)
                 self.built[comp.name] = comp
                 comps.append(comp)
+                # The raw records are not read again: let them go now, not with the whole raw
+                # module, so a module's records and its ir objects are not all alive at once.
+                rc.instrs = rc.params = None
             entry, name = entry_raw.name, raw.name
+            style = self.style_of(percent, signatures)
         module = ir.Module(
             name=name,
             computations=tuple(self.extra_computations + comps),
@@ -83,7 +91,7 @@ class Assembler:
             form=raw.form,
             path=path,
             warnings=tuple(self.warnings),
-            style=self.style(raw),
+            style=style,
         )
         position = {comp.name: k for k, comp in enumerate(module.computations)}
         callees_first = True

@@ -149,10 +149,11 @@ class Callbacks(lark.Transformer):
         )
 
     def fast_computation(self, children):
-        """`computation: COMPUTATION ATTR*`: the lexer has read the computation already."""
-        raw = children[0].value
-        raw.attrs.extend(token_attr(t) for t in children[1:])
-        return raw
+        """`computation: COMPUTATION ATTR*`: the lexer has read the computation already, and
+        those right after it (a list of them; attributes after them are the last one's)."""
+        raws = children[0].value
+        raws[-1].attrs.extend(token_attr(t) for t in children[1:])
+        return raws
 
     def head_computation(self, children):
         """`computation: COMPUTATION_HEAD instruction* "}" ATTR*`."""
@@ -170,7 +171,10 @@ class Callbacks(lark.Transformer):
 
     # -- module -------------------------------------------------------------------------
     def header_section(self, children):
-        return (token_type(children[0]), [(token_text(t), t.line, t.column) for t in children[1:]])
+        entries = []
+        for tok in children[1:]:  # one token: the lexer reads a table's entries in one go
+            entries.extend(tok.value)
+        return (token_type(children[0]), entries)
 
     def hlo_module(self, children):
         name = token_text(children[0]).rstrip(":")
@@ -178,6 +182,8 @@ class Callbacks(lark.Transformer):
         for child in children[1:]:
             if isinstance(child, RawComputation):
                 mod.computations.append(child)
+            elif isinstance(child, list):  # computations the lexer read one after another
+                mod.computations.extend(child)
             elif isinstance(child, tuple):
                 mod.sections.append(child)
             else:
@@ -185,7 +191,13 @@ class Callbacks(lark.Transformer):
         return mod
 
     def bare_computations(self, children):
-        return RawModule("computations", "module", computations=list(children))
+        computations = []
+        for child in children:
+            if isinstance(child, list):  # computations the lexer read one after another
+                computations.extend(child)
+            else:
+                computations.append(child)
+        return RawModule("computations", "module", computations=computations)
 
     def start(self, children):
         child = children[0]

@@ -91,12 +91,31 @@ class Lexer(lark.lexer.Lexer):
                         nl = text.find("\n", pos, stop)
                         token = Token(kind, text[pos:stop if nl < 0 else nl], pos, line, pos - line_start + 1,
                                       None, None, stop)
-                        token.value = value  # what the reader made of it; the text is only for messages
                         n = count("\n", pos, stop)
                         if n:
                             line += n
                             line_start = rfind("\n", pos, stop) + 1
                         pos = stop
+                        # What the reader made of it (the text is only for messages): the
+                        # computations it reads one after another, as one token.  The parser
+                        # would take the next one as its next token all the same (wherever a
+                        # computation is, another may follow), and the reader fails where
+                        # anything else comes, an attribute after the `}` included.
+                        values = [value]
+                        while True:
+                            at = self.skip_re.match(text, pos, end).end() if self.skip else pos
+                            n = count("\n", pos, at)
+                            at_line, at_start = (line + n, rfind("\n", pos, at) + 1) if n else (line, line_start)
+                            found = reader(text, at, end, at_line, at_start) if at < end else None
+                            if found is None:
+                                break
+                            value, stop = found
+                            values.append(value)
+                            n = count("\n", at, stop)
+                            line, line_start = (at_line + n, rfind("\n", at, stop) + 1) if n else (at_line, at_start)
+                            pos = stop
+                        token.value = values
+                        token.end_pos = pos
                         break
                 if token is not None:
                     yield token

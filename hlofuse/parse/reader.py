@@ -10,7 +10,7 @@ import re
 import sys
 
 from .. import ir
-from .grammar import pattern, terminal_regex
+from .grammar import grammar_path, grammar_text, pattern, terminal_regex
 from .records import (LITERAL_OPCODES, REWRITTEN_ATTRS, LocatedError, RawComputation, RawInstr, is_name,
                       strip_percent)
 from .shapes import parse_shape
@@ -23,11 +23,52 @@ _WS = r"[ \t\f\r\n]"
 def head_regex() -> re.Pattern:
     """The grammar's INSTR_HEAD, `(ROOT _WS1)? NAME _WS0 "=" _WS0 SHAPE _WS1 OPCODE _WS0
     OPERAND_LIST`, composed from the same terminals, the whitespace before it skipped.  Groups:
-    1 the head, 2 ROOT, 3 name, 4 shape, 5 opcode, 6 operand list."""
+    1 the head, 2 ROOT, 3 name, 4 shape, 5 opcode, 6 operand list.
+
+    SHAPE and OPERAND_LIST are each tried first in the form XLA prints most (`_common_shape`,
+    `_common_operand_list`): a part of the terminal's language, read with fewer alternatives
+    per character.  Where it matches, the terminal matches the same text, so the groups are
+    those of `grammar_head_regex` (tests/test_parse_lexer.py checks this on real and mutated
+    lines); where it does not, the terminal itself is tried."""
+    ws = _WS
+    return re.compile(
+        f"{ws}*((?:(ROOT){ws}+)?({pattern('NAME')}){ws}*={ws}*"
+        f"((?:{_common_shape()})(?={ws})|{pattern('SHAPE')}){ws}+({pattern('OPCODE')})"
+        f"{ws}*((?:{_common_operand_list()})|{pattern('OPERAND_LIST')}))")
+
+
+@functools.lru_cache(maxsize=1)
+def grammar_head_regex() -> re.Pattern:
+    """INSTR_HEAD composed from the terminals alone (what `head_regex` must read the same as)."""
     ws = _WS
     return re.compile(
         f"{ws}*((?:(ROOT){ws}+)?({pattern('NAME')}){ws}*={ws}*({pattern('SHAPE')}){ws}+({pattern('OPCODE')})"
         f"{ws}*({pattern('OPERAND_LIST')}))")
+
+
+def _element_type() -> str:
+    """The grammar's ELEMENT_TYPE (Lark inlines it into SHAPE, so it is read from the grammar)."""
+    m = re.search(r"^ELEMENT_TYPE: /(.*)/\s*$", grammar_text(grammar_path()), re.M)
+    if m is None:
+        raise AssertionError("grammars/hlo.lark: ELEMENT_TYPE not found")
+    return m.group(1)
+
+
+def _common_shape() -> str:
+    """`f32[512,1024]{1,0:T(8,128)(2,1)}`, `s32[]`, and tuples of such (`/*index=N*/` marks
+    allowed): ARRAY_SHAPE with digits for dimensions, a layout of digits and tiles, no spaces;
+    TUPLE_SHAPE of those, `, ` between them.  Every text this matches, SHAPE matches whole."""
+    ints = "[0-9]+(?:,[0-9]+)*"
+    array = f"{_element_type()}\\[(?:{ints})?\\](?:\\{{{ints}(?::T\\({ints}\\)(?:\\({ints}\\))*)?\\}})?"
+    item = f"(?:/\\*index=[0-9]+\\*/)?{array}"
+    return f"{array}(?![{{\\[(])|\\((?:{item}(?:, {item})*)?\\)"
+
+
+def _common_operand_list() -> str:
+    """`(%a, %b.1)`: names only, `, ` between them.  Every text this matches, OPERAND_LIST
+    matches whole (its _OPERAND without a mark or a shape is a NAME)."""
+    name = pattern("NAME")
+    return f"\\((?:{name}(?:, {name})*)?\\)"
 
 
 @functools.lru_cache(maxsize=1)
@@ -94,6 +135,26 @@ _CLOSE_RE = re.compile(_WS + r"*\}")
 #: Attribute values shorter than this are interned: short values (dimensions={1}, kind=kLoop,
 #: index=0, ...) repeat, and the module then holds each once.
 _SHARED_VALUE_LEN = 48
+#: (name, value) pairs with a short value, and attribute tuples made of them, as first made:
+#: later instructions with equal ones hold the same tuple (bench/parse_speed.py's 12 MB module:
+#: 28k such pairs, 7k distinct; 10k attribute tuples without a long value, 7 distinct).
+#: Bounded; what they keep are short strings.
+_PAIRS: dict = {}
+_ATTR_SETS: dict = {}
+_SHARED_MAX = 1 << 16
+
+
+def share_pair(key: str, value: str) -> tuple[str, str]:
+    pair = (sys.intern(key), sys.intern(value))
+    if len(_PAIRS) < _SHARED_MAX:
+        _PAIRS[pair] = pair
+    return pair
+
+
+def share_attr_set(attrs: tuple) -> tuple:
+    if len(_ATTR_SETS) < _SHARED_MAX:
+        _ATTR_SETS[attrs] = attrs
+    return attrs
 
 
 def instruction(root, name: str, shape_text: str, opcode: str, operand_list: str, attrs: list,
@@ -176,8 +237,9 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     fast = _FAST or _bind_fast()
     match_instruction, match_attr, make = fast.instruction_head, fast.attr, instruction
     intern, rewritten_attrs, literal_opcodes = sys.intern, REWRITTEN_ATTRS, LITERAL_OPCODES
-    bare_names, find_names, new_instruction = fast.names, _BARE_NAME_RE.findall, fast.instruction
+    new_instruction = fast.instruction
     count, rfind = text.count, text.rfind
+    share_len, pairs_get, attr_sets_get = _SHARED_VALUE_LEN, _PAIRS.get, _ATTR_SETS.get
     instrs: list = []
     roots: list[int] = []
     head_line, head_column = line, pos - line_start + 1
@@ -196,20 +258,30 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
         p = m.end()
         attrs = []
         rewritten = False
+        shareable = True  # every value short: the attribute tuple may be one other instructions have
         if key is not None:  # the attributes read with the head (instruction_regex's slots)
-            key = intern(key)
-            attrs.append((key, intern(value) if len(value) < _SHARED_VALUE_LEN else value))
+            if len(value) < share_len:
+                attrs.append(pairs_get((key, value)) or share_pair(key, value))
+            else:
+                attrs.append((intern(key), value))
+                shareable = False
             rewritten = key in rewritten_attrs
             if key2 is not None:
-                key2 = intern(key2)
-                attrs.append((key2, intern(value2) if len(value2) < _SHARED_VALUE_LEN else value2))
+                if len(value2) < share_len:
+                    attrs.append(pairs_get((key2, value2)) or share_pair(key2, value2))
+                else:
+                    attrs.append((intern(key2), value2))
+                    shareable = False
                 if key2 in rewritten_attrs:
                     rewritten = True
                 a = match_attr(text, p, end)  # every slot filled: more may follow
                 while a is not None:
                     key, value = a.group(1, 2)
-                    key = intern(key)
-                    attrs.append((key, intern(value) if len(value) < _SHARED_VALUE_LEN else value))
+                    if len(value) < share_len:
+                        attrs.append(pairs_get((key, value)) or share_pair(key, value))
+                    else:
+                        attrs.append((intern(key), value))
+                        shareable = False
                     if key in rewritten_attrs:
                         rewritten = True
                     p = a.end()
@@ -220,22 +292,27 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
         # bare name, nothing for assembly to resolve.  Anything else goes through `instruction`.
         opcode = intern(opcode)
         inner = operands[1:-1]
+        frozen = tuple(attrs)
+        if shareable and frozen:
+            frozen = attr_sets_get(frozen) or share_attr_set(frozen)
         if rewritten:
             made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
         elif opcode in literal_opcodes:
             made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape), (),
-                                   tuple(attrs), inner.strip(), line, start - line_start + 1)
+                                   frozen, inner.strip(), line, start - line_start + 1)
         elif "/*" in inner or "[" in inner or "(" in inner or "{" in inner:
             made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
         elif not inner or inner.isspace():
             made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape), (),
-                                   tuple(attrs), None, line, start - line_start + 1)
-        elif bare_names(inner) is not None:
-            made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape),
-                                   tuple(map(intern, find_names(inner))), tuple(attrs), None, line,
-                                   start - line_start + 1)
+                                   frozen, None, line, start - line_start + 1)
         else:
-            made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
+            # The grammar's OPERAND_LIST matched, and an operand is `/*index=N*/`? (SHAPE _WS1)?
+            # NAME: without `/*`, `[` or `(` no operand has a mark or a shape (each SHAPE holds
+            # `[` or `(`), so every operand is a bare name, and the text is names (`%` only
+            # before one), commas and whitespace.
+            made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape),
+                                   tuple(map(intern, inner.replace("%", "").replace(",", " ").split())), frozen,
+                                   None, line, start - line_start + 1)
         instrs.append(made)
     close = _CLOSE_RE.match(text, p, end)
     if close is None:
@@ -324,5 +401,22 @@ def computation_from_head(head_text: str, instrs: list, attrs: list, line: int, 
     return RawComputation(strip_percent(name), entry is not None, params, result, attrs, instrs, line, column)
 
 
-#: Terminals hlofuse's lexer reads with a function instead of one regular expression.
-READERS = {"COMPUTATION": _read_computation}
+def _section_entry_reader(terminal: str):
+    """A reader of one entry of a header table (`3 {file_location_id=2 parent_frame_id=1}`):
+    the terminal's own pattern, the entry as (text, line, column).  As a reader, the entries of
+    a table are one token (see the lexer), not a token each."""
+    def read(text: str, pos: int, end: int, line: int, line_start: int):
+        m = terminal_regex(terminal).match(text, pos, end)
+        if m is None:
+            return None
+        return (m.group(), line, pos - line_start + 1), m.end()
+
+    return read
+
+
+#: Terminals hlofuse's lexer reads with a function instead of one regular expression.  Where
+#: one is met, the parser may take another right after it; the lexer hands a run of them to
+#: the parser as one token whose value is the list of what the reader made of each.
+READERS = {"COMPUTATION": _read_computation,
+           "SECTION_STRING_ENTRY": _section_entry_reader("SECTION_STRING_ENTRY"),
+           "SECTION_BRACE_ENTRY": _section_entry_reader("SECTION_BRACE_ENTRY")}
