@@ -91,7 +91,7 @@ class CpuPolicy(FusionPolicy):
         first = run.evaluate(rc.CPU_SHOULD_FUSE_BEFORE_OUTPUT, consumer, operand_index)
         if not first.allowed or rc.can_be_output_fused(consumer.operands[operand_index], consumer):
             return first
-        second = run.evaluate(rc.CPU_SHOULD_FUSE_AFTER_OUTPUT, consumer, operand_index)
+        second = run.evaluate(rc.should_fuse_after_output(consumer), consumer, operand_index)
         return Outcome(second.blocked_by, second.facts, first.relaxed + second.relaxed)
 
     def is_expensive(self, node: "Node") -> bool:
