@@ -56,3 +56,30 @@ def test_cpu_in_place_rules_are_asked_only_of_consumers_that_update_in_place(mon
     full = [_decisions(replay(m, options)) for m in _cpu_inputs()]
     assert short == full
     assert any(d["rule"] in IN_PLACE_RULES for ds in full for d in ds)  # the in-place rules did decide
+
+
+def test_gpu_should_fuse_asks_only_rules_that_can_object_and_decides_the_same(monkeypatch):
+    from hlofuse.rules import gpu_instruction_fusion as gif
+
+    program = Program.from_module(hlofuse.loads(generate_for("legacy", 1000)))
+    graph = program.entry
+    pairs = [(op, node) for node in graph.post_order() for op in node.operands]
+    asked = {gif.should_fuse_rules(p, c) for p, c in pairs}
+    for p, c in pairs:  # every shortened list keeps XLA's order
+        everything = gif.should_fuse_rules(p)
+        short = gif.should_fuse_rules(p, c)
+        assert [r for r in everything if r in short] == list(short)
+    elementwise = next(gif.should_fuse_rules(p, c) for p, c in pairs
+                       if p.opcode == "multiply" and c.opcode == "tanh")
+    assert "GF-REDUCTION-NOT-RACE-FREE" not in elementwise and "GF-SCATTER-PRODUCER" not in elementwise
+    assert len(asked) > 2
+    options = Options(backend="gpu", pipeline="legacy", gpu="rtx2080ti")
+    short = [_decisions(replay(m, options)) for m in _gpu_inputs()]
+    monkeypatch.setattr(gif, "_may_object", lambda rule_id, producer, consumer: True)
+    gif._SHOULD_FUSE.clear()
+    try:
+        full = [_decisions(replay(m, options)) for m in _gpu_inputs()]
+    finally:
+        gif._SHOULD_FUSE.clear()
+    assert short == full
+    assert any(d["rule"] == "GF-REDUCTION-EPILOGUE-NOT-ELEMENTWISE" for ds in full for d in ds)
