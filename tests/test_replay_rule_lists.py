@@ -83,3 +83,52 @@ def test_gpu_should_fuse_asks_only_rules_that_can_object_and_decides_the_same(mo
         gif._SHOULD_FUSE.clear()
     assert short == full
     assert any(d["rule"] == "GF-REDUCTION-EPILOGUE-NOT-ELEMENTWISE" for ds in full for d in ds)
+
+
+def _recursive_post_order(graph) -> list[str]:
+    """XLA's MakeInstructionPostOrder written recursively: from each user-less instruction in
+    list order, control predecessors (last first) then operands, each visited once."""
+    order: list[str] = []
+    seen: set[int] = set()
+
+    def visit(node):
+        seen.add(node.uid)
+        for child in graph.control_predecessors(node)[::-1] + node.operands:
+            if child.uid not in seen:
+                visit(child)
+        order.append(node.name)
+
+    for node in graph.nodes():
+        if not node.users and node.uid not in seen:
+            visit(node)
+    return order
+
+
+CONTROL = """HloModule m
+ENTRY e {
+  p0 = f32[4] parameter(0)
+  a = f32[4] negate(p0)
+  b = f32[4] exponential(p0)
+  c = f32[4] add(a, b), control-predecessors={b}
+  d = f32[4] abs(p0), control-predecessors={c, a}
+  ROOT t = (f32[4], f32[4]) tuple(c, d)
+}
+"""
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in SAMPLES.iterdir() if p.is_dir())[:3])
+def test_post_order_is_the_recursive_search_on_samples(folder):
+    files = sorted((SAMPLES / folder).glob("*/*before_optimizations.txt"))[:4]
+    assert files
+    for path in files:
+        program = Program.from_module(hlofuse.loads(path.read_text()))
+        for graph in program.graphs.values():
+            assert [n.name for n in graph.post_order()] == _recursive_post_order(graph)
+
+
+def test_post_order_visits_control_predecessors_last_first():
+    program = Program.from_module(hlofuse.loads(CONTROL))
+    assert program.has_control
+    graph = program.entry
+    assert [n.name for n in graph.post_order()] == _recursive_post_order(graph) == \
+        ["p0", "b", "a", "c", "d", "t"]
