@@ -132,3 +132,43 @@ def test_post_order_visits_control_predecessors_last_first():
     graph = program.entry
     assert [n.name for n in graph.post_order()] == _recursive_post_order(graph) == \
         ["p0", "b", "a", "c", "d", "t"]
+
+
+def test_legacy_run_time_terms_are_the_verdicts_sums():
+    """A legacy cost-model refusal names its terms from the verdict's own sums
+    (estimate_run_time_terms): the totals are EstimateRunTimes' formula, the terms the sums it
+    adds, priced once."""
+    from hlofuse.cost.legacy import KERNEL_LAUNCH_OVERHEAD, LegacyPerformanceModel
+    from hlofuse.cost.terms import CostTerms, legacy_terms
+    from hlofuse.cost import durations as dur
+    from hlofuse.gpu import gpu_config
+    from hlofuse.passes.legacy import FUSION
+    from hlofuse.pipeline import make_context
+
+    program = Program.from_module(hlofuse.loads(generate_for("legacy", 1000)))
+    ctx = make_context(Options(backend="gpu", pipeline="legacy", gpu="rtx2080ti"))
+    for name, run in FUSION.stages[:3]:  # splitter, then both instruction fusions
+        ctx.pass_name = name
+        run(program, ctx)
+    model = LegacyPerformanceModel(gpu_config(ctx))
+    producers = [n for n in program.entry.post_order() if n.opcode == "fusion" and n.users]
+    assert len(producers) > 20
+    for producer in producers:
+        users = list(producer.users)
+        for multi_output in (False, True):
+            found = model.estimate_run_time_terms(producer, users, multi_output)
+            data = model.run_time(producer)
+            reads = [model.unfused_read_time(data, producer, u) for u in users]
+            parts = [model.fused_consumer_times(data, producer, u) for u in users]
+            unfused = KERNEL_LAUNCH_OVERHEAD * (len(users) + 1) + data.exec_time + sum(reads)
+            fused = KERNEL_LAUNCH_OVERHEAD * len(users) + sum(model.combine(*p) for p in parts) + (
+                data.write_time if multi_output else 0)
+            assert (found.times.unfused, found.times.fused) == pytest.approx((unfused, fused), rel=1e-12)
+            assert model.estimate_run_times(producer, users, multi_output) == found.times
+            terms = legacy_terms(found, multi_output)
+            expected = CostTerms(len(users), dur.to_us(KERNEL_LAUNCH_OVERHEAD), dur.to_us(data.exec_time),
+                                 dur.to_us(sum(reads)), dur.to_us(sum(p[0] for p in parts)),
+                                 dur.to_us(sum(p[1] for p in parts)),
+                                 dur.to_us(data.write_time if multi_output else 0),
+                                 found.times.fused_us, found.times.unfused_us)
+            assert terms.facts() == expected.facts()
