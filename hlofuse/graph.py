@@ -797,8 +797,8 @@ class Program:
         for g in self.graph_order():
             instrs = []
             for node in g.post_order():
-                attrs = list(node.attrs)
-                called = list(node.called)
+                attrs = node.attrs
+                called = node.called
                 if node.fused is not None:
                     attrs = [(k, v) for k, v in attrs if k != "calls"]
                     kind_at = next((i for i, (k, _) in enumerate(attrs) if k == "kind"), None)
