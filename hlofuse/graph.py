@@ -509,6 +509,9 @@ def add_operand(node: Node, operand: Node) -> None:
 
 def replace_operand(node: Node, old: Node, new: Node) -> None:
     """Every use of `old` as an operand of `node` becomes `new`."""
+    if len(node.operands) > _WIDE_OPERANDS and node.graph is not None and node.graph.program is not None:
+        _replace_wide_operand(node, old, new)
+        return
     _touch(node)
     operands = node.operands
     changed = False
@@ -518,6 +521,44 @@ def replace_operand(node: Node, old: Node, new: Node) -> None:
         changed = True
         i = _index_of(operands, old, i + 1)
     if changed:
+        _remove_user(old, node)
+        if node not in new.users:
+            _add_user(new, node)
+
+
+#: Above this many operands a node's operand positions are remembered between replacements
+#: (an output tuple holds thousands, and every fusion of one of them replaces it there: a
+#: search per replacement made that quadratic in the module's size).
+_WIDE_OPERANDS = 64
+
+
+def _replace_wide_operand(node: Node, old: Node, new: Node) -> None:
+    """replace_operand for a wide node: positions by operand identity, kept by the program
+    for the node's current edit count (any other edit of its operands bumps that count, and
+    the positions are read again from the list)."""
+    remembered = node.graph.program.__dict__.setdefault("_operand_positions", {})
+    entry = remembered.get(node.uid)
+    operands = node.operands
+    if entry is not None and entry[0] is node and entry[1] == node.edits:
+        positions = entry[2]
+    else:
+        positions = {}
+        for i, op in enumerate(operands):
+            positions.setdefault(id(op), []).append(i)
+    found = positions.pop(id(old), None)
+    if found and operands[found[0]] is not old:  # (cannot happen; never trust a stale entry)
+        remembered.pop(node.uid, None)
+        found = [i for i, op in enumerate(operands) if op is old]
+        positions = None
+    _touch(node)
+    if found:
+        for i in found:
+            operands[i] = new
+        if positions is not None:
+            positions.setdefault(id(new), []).extend(found)
+    if positions is not None:
+        remembered[node.uid] = (node, node.edits, positions)
+    if found:
         _remove_user(old, node)
         if node not in new.users:
             _add_user(new, node)
@@ -635,6 +676,7 @@ class Program:
         self.graphs = {}
         self.entry = None
         self.__dict__.pop("_callees", None)
+        self.__dict__.pop("_operand_positions", None)
         self.answers = None
 
     def add_graph(self, graph: Graph, *, unique_name: bool = True) -> Graph:
