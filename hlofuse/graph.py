@@ -753,16 +753,19 @@ class Program:
             return False
         live = {self.entry.name}
         stack = [self.entry]
+        graphs = self.graphs
         while stack:
-            for node in stack.pop()._nodes.values():
-                callees = node.called
-                if node.fused is not None:
-                    callees = [node.fused.name, *callees]
-                for name in callees:
-                    graph = self.graphs.get(name)
-                    if graph is not None and name not in live:
-                        live.add(name)
-                        stack.append(graph)
+            for node in stack.pop()._nodes.values():  # (every node of the program: kept lean)
+                fused = node.fused
+                if fused is not None and fused.name not in live and fused.name in graphs:
+                    live.add(fused.name)
+                    stack.append(graphs[fused.name])
+                if node.called:
+                    for name in node.called:
+                        graph = graphs.get(name)
+                        if graph is not None and name not in live:
+                            live.add(name)
+                            stack.append(graph)
         dead = [g for name, g in self.graphs.items() if name not in live]
         for graph in dead:
             self.remove_graph(graph)
