@@ -344,35 +344,44 @@ class Graph:
         return list(order)
 
     def _post_order(self) -> list[Node]:
+        # A depth-first search that walks each node's children with an iterator (the
+        # recursive search XLA's iterative one is equivalent to: a child already expanded is
+        # skipped, the others are visited in order), about twice as fast as pushing every
+        # child and popping it again.  Children: the control predecessors, last first, then
+        # the operands in order (without control edges in the program, just the operands).
         order: list[Node] = []
-        state: dict[int, int] = {}  # 1 visiting, 2 visited
+        append = order.append
+        expanded: set[int] = set()
+        expand = expanded.add
+        children = self._children if self.program is None or self.program.has_control else _operands
         for start in list(self._nodes.values()):
-            if start.users:
+            if start.users or start.uid in expanded:
                 continue
-            stack = [start]
+            expand(start.uid)
+            stack = [(start, iter(children(start)))]
+            push, pop = stack.append, stack.pop
             while stack:
-                current = stack[-1]
-                st = state.get(current.uid)
-                if st is not None:
-                    stack.pop()
-                    if st != 2:
-                        state[current.uid] = 2
-                        order.append(current)
-                    continue
-                state[current.uid] = 1
-                for op in reversed(current.operands):
-                    if op.uid not in state:
-                        stack.append(op)
-                for key, _ in current.attrs:  # inline: most nodes have no control predecessors
-                    if key == "control-predecessors":
-                        for pred in self.control_predecessors(current):
-                            if pred.uid not in state:
-                                stack.append(pred)
+                node, pending = stack[-1]
+                for child in pending:
+                    if child.uid not in expanded:
+                        expand(child.uid)
+                        push((child, iter(children(child))))
                         break
+                else:
+                    pop()
+                    append(node)
         if len(order) != len(self._nodes):  # cycles cannot happen; be safe about strays
             seen = {n.uid for n in order}
             order.extend(n for n in self._nodes.values() if n.uid not in seen)
         return order
+
+    def _children(self, node: Node) -> list[Node]:
+        """What the post order visits before `node`: its control predecessors, last first, then
+        its operands."""
+        for key, _ in node.attrs:
+            if key == CONTROL:
+                return self.control_predecessors(node)[::-1] + node.operands
+        return node.operands
 
     def control_predecessors(self, node: Node) -> list[Node]:
         text = node.attr(CONTROL)
@@ -402,6 +411,10 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"<Graph {self.name}: {len(self._nodes)} nodes>"
+
+
+def _operands(node: Node) -> list[Node]:
+    return node.operands
 
 
 def graph_cache(graph: Graph) -> dict:
@@ -496,6 +509,9 @@ def add_operand(node: Node, operand: Node) -> None:
 
 def replace_operand(node: Node, old: Node, new: Node) -> None:
     """Every use of `old` as an operand of `node` becomes `new`."""
+    if len(node.operands) > _WIDE_OPERANDS and node.graph is not None and node.graph.program is not None:
+        _replace_wide_operand(node, old, new)
+        return
     _touch(node)
     operands = node.operands
     changed = False
@@ -505,6 +521,44 @@ def replace_operand(node: Node, old: Node, new: Node) -> None:
         changed = True
         i = _index_of(operands, old, i + 1)
     if changed:
+        _remove_user(old, node)
+        if node not in new.users:
+            _add_user(new, node)
+
+
+#: Above this many operands a node's operand positions are remembered between replacements
+#: (an output tuple holds thousands, and every fusion of one of them replaces it there: a
+#: search per replacement made that quadratic in the module's size).
+_WIDE_OPERANDS = 64
+
+
+def _replace_wide_operand(node: Node, old: Node, new: Node) -> None:
+    """replace_operand for a wide node: positions by operand identity, kept by the program
+    for the node's current edit count (any other edit of its operands bumps that count, and
+    the positions are read again from the list)."""
+    remembered = node.graph.program.__dict__.setdefault("_operand_positions", {})
+    entry = remembered.get(node.uid)
+    operands = node.operands
+    if entry is not None and entry[0] is node and entry[1] == node.edits:
+        positions = entry[2]
+    else:
+        positions = {}
+        for i, op in enumerate(operands):
+            positions.setdefault(id(op), []).append(i)
+    found = positions.pop(id(old), None)
+    if found and operands[found[0]] is not old:  # (cannot happen; never trust a stale entry)
+        remembered.pop(node.uid, None)
+        found = [i for i, op in enumerate(operands) if op is old]
+        positions = None
+    _touch(node)
+    if found:
+        for i in found:
+            operands[i] = new
+        if positions is not None:
+            positions.setdefault(id(new), []).extend(found)
+    if positions is not None:
+        remembered[node.uid] = (node, node.edits, positions)
+    if found:
         _remove_user(old, node)
         if node not in new.users:
             _add_user(new, node)
@@ -622,6 +676,7 @@ class Program:
         self.graphs = {}
         self.entry = None
         self.__dict__.pop("_callees", None)
+        self.__dict__.pop("_operand_positions", None)
         self.answers = None
 
     def add_graph(self, graph: Graph, *, unique_name: bool = True) -> Graph:
@@ -698,16 +753,19 @@ class Program:
             return False
         live = {self.entry.name}
         stack = [self.entry]
+        graphs = self.graphs
         while stack:
-            for node in stack.pop()._nodes.values():
-                callees = node.called
-                if node.fused is not None:
-                    callees = [node.fused.name, *callees]
-                for name in callees:
-                    graph = self.graphs.get(name)
-                    if graph is not None and name not in live:
-                        live.add(name)
-                        stack.append(graph)
+            for node in stack.pop()._nodes.values():  # (every node of the program: kept lean)
+                fused = node.fused
+                if fused is not None and fused.name not in live and fused.name in graphs:
+                    live.add(fused.name)
+                    stack.append(graphs[fused.name])
+                if node.called:
+                    for name in node.called:
+                        graph = graphs.get(name)
+                        if graph is not None and name not in live:
+                            live.add(name)
+                            stack.append(graph)
         dead = [g for name, g in self.graphs.items() if name not in live]
         for graph in dead:
             self.remove_graph(graph)
@@ -784,8 +842,8 @@ class Program:
         for g in self.graph_order():
             instrs = []
             for node in g.post_order():
-                attrs = list(node.attrs)
-                called = list(node.called)
+                attrs = node.attrs
+                called = node.called
                 if node.fused is not None:
                     attrs = [(k, v) for k, v in attrs if k != "calls"]
                     kind_at = next((i for i, (k, _) in enumerate(attrs) if k == "kind"), None)

@@ -104,3 +104,51 @@ def test_removing_users_of_a_widely_shared_node_keeps_xlas_swap_order():
             expected[i] = last
         assert [u.name for u in shared.users] == [u.name for u in expected]
     assert shared.user_slots is not None  # the positions were kept for this many users
+
+
+def test_wide_node_operand_replacements_keep_every_position():
+    """A node with many operands (an output tuple) remembers where each operand is between
+    replacements; any other edit of its operands is seen, and repeated operands all change."""
+    from hlofuse.graph import _WIDE_OPERANDS, add_operand, remove_operand_at, replace_operand, set_operand
+
+    n = _WIDE_OPERANDS + 36
+    params = "\n".join(f"  p{i} = f32[4] parameter({i})" for i in range(n))
+    ops = ", ".join(f"p{i}" for i in range(n)) + ", p3, p7"  # p3 and p7 twice
+    shapes = ", ".join(["f32[4]"] * (n + 2))
+    text = f"HloModule m\nENTRY e {{\n{params}\n  ROOT t = ({shapes}) tuple({ops})\n}}\n"
+    prog = Program.from_module(hlofuse.loads(text))
+    g = prog.entry
+    t = g["t"]
+    expected = [op.name for op in t.operands]
+
+    def negate(name):
+        node = g.add(type(g[name])(f"n_{name}", "negate", g[name].shape))
+        add_operand(node, g[name])
+        return node
+
+    def check():
+        assert [op.name for op in t.operands] == expected
+        for op in t.operands:
+            assert t in op.users
+
+    for name in ("p3", "p0", f"p{n - 1}", "p7"):
+        new = negate(name)
+        replace_operand(t, g[name], new)
+        expected = [new.name if e == name else e for e in expected]
+        check()
+        assert t not in g[name].users
+    set_operand(t, 5, g["p40"])  # another edit of the operands: positions are read again
+    expected[5] = "p40"
+    check()
+    remove_operand_at(t, 0)
+    expected.pop(0)
+    check()
+    add_operand(t, g["p3"])
+    expected.append("p3")
+    replace_operand(t, g["p40"], g["p41"])  # p40 twice now, next to p41's own position
+    expected = ["p41" if e == "p40" else e for e in expected]
+    check()
+    replace_operand(t, g["p41"], g["p42"])
+    expected = ["p42" if e == "p41" else e for e in expected]
+    check()
+    assert t not in g["p40"].users and t not in g["p41"].users

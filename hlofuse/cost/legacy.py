@@ -87,6 +87,20 @@ class RunTimes:
 
 
 @dataclass(frozen=True)
+class RunTimeTerms:
+    """EstimateRunTimes' answer with its sums over the consumers (ticks): the consumers reading
+    the producer's result back (unfused), and the producer's work and reads recomputed inside
+    them (fused)."""
+
+    times: RunTimes
+    producer: "RunTimeData"
+    consumers: int
+    read_back: int | float
+    recompute: int | float
+    reread: int | float
+
+
+@dataclass(frozen=True)
 class RunTimeData:
     """EstimateRunTimeData of one instruction as a kernel of its own (times in ticks), with the
     launch grid it was estimated on."""
@@ -355,16 +369,29 @@ class LegacyPerformanceModel:
     def estimate_run_times(self, producer: Node, consumers: list[Node], multi_output: bool = False) -> RunTimes:
         """GpuPerformanceModel::EstimateRunTimes (2024): fused vs unfused time of fusing
         `producer` into every consumer (and, for multi-output fusion, still writing it)."""
+        return self.estimate_run_time_terms(producer, consumers, multi_output).times
+
+    def estimate_run_time_terms(self, producer: Node, consumers: list[Node],
+                                multi_output: bool = False) -> "RunTimeTerms":
+        """EstimateRunTimes with the sums it is made of, so that a refusal can name its terms
+        (cost/terms.py) without the model pricing every kernel a second time."""
         producer_data = self.run_time(producer)
+        read_back = 0
         unfused = KERNEL_LAUNCH_OVERHEAD * (len(consumers) + 1) + producer_data.exec_time
         for consumer in consumers:
-            unfused += self.unfused_read_time(producer_data, producer, consumer)
+            read = self.unfused_read_time(producer_data, producer, consumer)
+            read_back += read
+            unfused += read
+        recompute = reread = 0
         fused = KERNEL_LAUNCH_OVERHEAD * len(consumers)
         for consumer in consumers:
-            fused += self.combine(*self.fused_consumer_times(producer_data, producer, consumer))
+            compute, access = self.fused_consumer_times(producer_data, producer, consumer)
+            recompute += compute
+            reread += access
+            fused += self.combine(compute, access)
         if multi_output:
             fused += producer_data.write_time
-        return RunTimes(unfused, fused)
+        return RunTimeTerms(RunTimes(unfused, fused), producer_data, len(consumers), read_back, recompute, reread)
 
     def unfused_read_time(self, producer_data: RunTimeData, producer: Node, consumer: Node) -> int:
         """EstimateUnfusedExecTime, one consumer: reading the producer's output back."""

@@ -122,21 +122,20 @@ def terms_2026(model, producer, consumers, side_output: bool = False) -> CostTer
 
 def terms_legacy(model, producer, consumers, side_output: bool = False) -> CostTerms:
     """The terms of the 2024 GpuPerformanceModel (legacy.py), which are its formula's own."""
+    return legacy_terms(model.estimate_run_time_terms(producer, list(consumers), multi_output=side_output),
+                        side_output)
+
+
+def legacy_terms(found, side_output: bool = False) -> CostTerms:
+    """The terms of a 2024 model's answer already at hand (LegacyPerformanceModel.
+    estimate_run_time_terms: the verdict's own sums, so nothing is priced twice)."""
     from .legacy import KERNEL_LAUNCH_OVERHEAD
 
-    consumers = list(consumers)
-    times = model.estimate_run_times(producer, consumers, multi_output=side_output)
-    data = model.run_time(producer)
-    read_back = recompute = reread = 0
-    for consumer in consumers:
-        read_back += model.unfused_read_time(data, producer, consumer)
-        compute, access = model.fused_consumer_times(data, producer, consumer)
-        recompute += compute
-        reread += access
+    data = found.producer
     side = data.write_time if side_output else 0
-    return CostTerms(len(consumers), dur.to_us(KERNEL_LAUNCH_OVERHEAD), dur.to_us(data.exec_time),
-                     dur.to_us(read_back), dur.to_us(recompute), dur.to_us(reread), dur.to_us(side),
-                     times.fused_us, times.unfused_us)
+    return CostTerms(found.consumers, dur.to_us(KERNEL_LAUNCH_OVERHEAD), dur.to_us(data.exec_time),
+                     dur.to_us(found.read_back), dur.to_us(found.recompute), dur.to_us(found.reread),
+                     dur.to_us(side), found.times.fused_us, found.times.unfused_us)
 
 
 def terms_for(model, producer, consumers, side_output: bool = False) -> CostTerms | None:
@@ -157,10 +156,14 @@ def cost_facts(model, producer, consumers, side_output: bool = False, times=None
     """A refusal's facts for the terms: each term, the dominant one, and `dominant_words`, the
     sentence the rules' messages end with ("" when the model is not one of XLA's).  `times`
     (with fused_us / unfused_us) are the verdict's own totals, when they may differ."""
-    found = terms_for(model, producer, consumers, side_output)
+    return terms_facts(terms_for(model, producer, consumers, side_output), producer.name, times)
+
+
+def terms_facts(found: CostTerms | None, producer: str, times=None) -> dict:
+    """cost_facts for terms already at hand (legacy_terms)."""
     if found is None:
         return {"dominant_words": ""}
-    words = found.words(producer.name, getattr(times, "fused_us", None), getattr(times, "unfused_us", None))
+    words = found.words(producer, getattr(times, "fused_us", None), getattr(times, "unfused_us", None))
     return {**found.facts(), "dominant_words": "; " + words}
 
 

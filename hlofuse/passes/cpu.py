@@ -70,10 +70,14 @@ class CpuPolicy(FusionPolicy):
         skip: set[int] = set()
         for graph in program.graph_order():
             for node in graph:
+                if node.opcode == "fusion":  # (a fusion's own body is not among `called`)
+                    if node.fusion_kind == "kCustom":
+                        skip.add(node.uid)
+                    continue
+                if not node.called:  # (most instructions: nothing to look into)
+                    continue
                 called = [program.graphs[c] for c in node.called if c in program.graphs]
-                if node.opcode == "fusion" and node.fusion_kind == "kCustom":
-                    skip.add(node.uid)
-                elif node.opcode == "custom-call":
+                if node.opcode == "custom-call":
                     for body in called[:1]:
                         skip.update(n.uid for n in body)
                 elif self._blocks_subcomputations(node):
@@ -90,7 +94,9 @@ class CpuPolicy(FusionPolicy):
         first = run.evaluate(rc.CPU_SHOULD_FUSE_BEFORE_OUTPUT, consumer, operand_index)
         if not first.allowed or rc.can_be_output_fused(consumer.operands[operand_index], consumer):
             return first
-        second = run.evaluate(rc.CPU_SHOULD_FUSE_AFTER_OUTPUT, consumer, operand_index)
+        second = run.evaluate(rc.should_fuse_after_output(consumer), consumer, operand_index)
+        if not first.relaxed:  # (nearly always: the second answer is the whole answer)
+            return second
         return Outcome(second.blocked_by, second.facts, first.relaxed + second.relaxed)
 
     def is_expensive(self, node: "Node") -> bool:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from .. import attributes
 from . import XLA_COMMITS, Candidate, XlaRef, objection, rule
 from . import instruction_fusion as rif
+from .instruction_facts import updates_in_place
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..graph import Node
@@ -479,3 +480,16 @@ CPU_SHOULD_FUSE_AFTER_OUTPUT = (
     + ("CPU-TOO-MANY-REDUCTIONS", "CPU-CONSTANT-ALONE", "CPU-FUSION-PRODUCER", "CPU-CODE-DUPLICATION",
        "CPU-NO-FUSIBLE-CASE")
 )
+#: The same without the in-place rules, for a consumer that updates no operand in place: their
+#: shared analysis (ShouldFuseInPlaceOp) walks the consumer's in-place pairs, and there are none,
+#: so none of them can object — and they would be asked for nearly every pair.
+CPU_SHOULD_FUSE_AFTER_OUTPUT_NOT_IN_PLACE = tuple(r for r in CPU_SHOULD_FUSE_AFTER_OUTPUT
+                                                  if r not in rif.IN_PLACE_RULES)
+
+
+def should_fuse_after_output(consumer: "Node") -> tuple[str, ...]:
+    """The rules of C3–C15 worth asking for `consumer` (the in-place ones only of a consumer
+    that updates an operand in place)."""
+    if updates_in_place(consumer):
+        return CPU_SHOULD_FUSE_AFTER_OUTPUT
+    return CPU_SHOULD_FUSE_AFTER_OUTPUT_NOT_IN_PLACE

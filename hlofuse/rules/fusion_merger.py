@@ -172,13 +172,22 @@ def slower_if_fused(c: Candidate):
 def _slower(c: Candidate) -> dict | None:
     model = c.model
     users = c.users or [c.consumer]
-    times = model.estimate_run_times(c.producer, users)
+    if not hasattr(model, "estimate_run_time_terms"):  # (another model: priced again for its terms)
+        times = model.estimate_run_times(c.producer, users)
+        if times.fused <= times.unfused:
+            return None
+        from ..cost.terms import cost_facts
+
+        return objection(producer=c.producer.name, n_users=len(users), fused_us=times.fused_us,
+                         unfused_us=times.unfused_us, **cost_facts(model, c.producer, users, times=times))
+    found = model.estimate_run_time_terms(c.producer, users)
+    times = found.times
     if times.fused <= times.unfused:
         return None
-    from ..cost.terms import cost_facts
+    from ..cost.terms import legacy_terms, terms_facts
 
     return objection(producer=c.producer.name, n_users=len(users), fused_us=times.fused_us,
-                     unfused_us=times.unfused_us, **cost_facts(model, c.producer, users, times=times))
+                     unfused_us=times.unfused_us, **terms_facts(legacy_terms(found), c.producer.name, times))
 
 
 def _concatenate_with_users(c: Candidate):

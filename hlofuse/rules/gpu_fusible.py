@@ -293,7 +293,9 @@ def consumer_not_fusible(c: Candidate):
     Relaxing: not possible.
     """
     con, cfg = c.consumer, _cfg(c)
-    if is_input_fusible(con, cfg) or is_loop_fusible_as_consumer(con, cfg):
+    # (loop-fusible first: it answers a kLoop fusion at once, while IsInputFusible looks for
+    # the hero of every root of its body, again each time the body grew)
+    if is_loop_fusible_as_consumer(con, cfg) or is_input_fusible(con, cfg):
         return None
     why = "a bitcast consumer would only be a fusion root, adding indexing" if con.opcode == "bitcast" \
         else _why_not_loop_fusible(con)

@@ -275,22 +275,58 @@ def code_duplication(c: Candidate):
 
 def should_fuse_rules(producer, consumer=None) -> tuple[str, ...]:
     """GpuInstructionFusion::ShouldFuse, in XLA's order, for this producer (a concatenate's
-    duplication refusals are reported by the concatenate rules).  Given a consumer that updates
-    no operand in place, the in-place rules are left out: they cannot object (and are asked for
-    nearly every pair)."""
+    duplication refusals are reported by the concatenate rules).  Given a consumer, the rules
+    that cannot object to the pair are left out (`_CANNOT_OBJECT`): most pairs are elementwise
+    ops and fusions, and asking the reduction, scatter, constant and in-place rules of every
+    one of them is most of the time spent asking.  Leaving out a rule that answers None changes
+    no decision: `evaluate` skips a None answer, relaxed or not."""
     concat = producer.opcode == "concatenate" and not is_always_duplicable(producer)
-    in_place = consumer is None or updates_in_place(consumer)
-    found = _SHOULD_FUSE.get((concat, in_place))
+    if consumer is None:
+        key = (concat, True, None, None)
+    else:
+        key = (concat, updates_in_place(consumer), _PRODUCER_CLASS.get(producer.opcode, "other"),
+               _CONSUMER_CLASS.get(consumer.opcode, "other"))
+    found = _SHOULD_FUSE.get(key)
     if found is None:
-        found = _SHOULD_FUSE[(concat, in_place)] = _should_fuse_rules(concat, in_place)
+        found = _SHOULD_FUSE[key] = _should_fuse_rules(*key)
     return found
 
 
-#: The rule lists of should_fuse_rules (asked for every candidate pair; built once).
-_SHOULD_FUSE: dict[tuple[bool, bool], tuple[str, ...]] = {}
+#: The rule lists of should_fuse_rules (asked for every candidate pair; built once per key).
+_SHOULD_FUSE: dict[tuple, tuple[str, ...]] = {}
+
+#: Opcodes of a producer or a consumer that some rule of the list looks for; any other opcode
+#: is "other" (the classes of `_CANNOT_OBJECT`).
+_PRODUCER_CLASS = {"fusion": "fusion", "reduce": "reduce", "scatter": "scatter", "constant": "constant"}
+_CONSUMER_CLASS = {"fusion": "fusion", "reduce": "reduce", "scatter": "scatter"}
+
+#: Rule id → (producer classes, consumer classes) outside which the rule always answers None
+#: (None: any class).  Read off each rule's first test:
+#:   reductions: is_input_fusible_reduction(producer) needs a reduce or a fusion;
+#:   GF-SCATTER-PRODUCER: is_input_fusible_scatter(producer), a scatter or a fusion;
+#:   GF-SCATTER-IN-PLACE-OPERAND/-SHARED-OPERAND: the consumer is a scatter or a fusion;
+#:   GF-PRODUCER-MULTI-OUTPUT: a fusion producer; GF-NON-SCALAR-CONSTANT: a constant producer;
+#:   IF-GPU-CUSTOM-FUSION-CONSUMER, IF-GPU-CONCAT-DUPLICATION, IF-GPU-CODE-DUPLICATION: a fusion
+#:   consumer; IF-GPU-READ-COALESCING: is_input_fusible_reduction(consumer).
+_CANNOT_OBJECT = {
+    "GF-REDUCTION-EPILOGUE-DISABLED": ({"reduce", "fusion"}, None),
+    "GF-REDUCTION-NOT-RACE-FREE": ({"reduce", "fusion"}, None),
+    "GF-REDUCTION-EPILOGUE-NOT-ELEMENTWISE": ({"reduce", "fusion"}, None),
+    "GF-REDUCTION-MULTIPLE-USERS": ({"reduce", "fusion"}, None),
+    "GF-SCATTER-PRODUCER": ({"scatter", "fusion"}, None),
+    "GF-SCATTER-IN-PLACE-OPERAND": (None, {"scatter", "fusion"}),
+    "GF-SCATTER-SHARED-OPERAND": (None, {"scatter", "fusion"}),
+    "GF-PRODUCER-MULTI-OUTPUT": ({"fusion"}, None),
+    "GF-NON-SCALAR-CONSTANT": ({"constant"}, None),
+    "IF-GPU-CUSTOM-FUSION-CONSUMER": (None, {"fusion"}),
+    "IF-GPU-CONCAT-DUPLICATION": (None, {"fusion"}),
+    "IF-GPU-CODE-DUPLICATION": (None, {"fusion"}),
+    "IF-GPU-READ-COALESCING": (None, {"reduce", "fusion"}),
+}
 
 
-def _should_fuse_rules(concat: bool, in_place: bool = True) -> tuple[str, ...]:
+def _should_fuse_rules(concat: bool, in_place: bool = True, producer: str | None = None,
+                       consumer: str | None = None) -> tuple[str, ...]:
     from .gpu_fusible import BUDGET_RULES, producer_consumer_rules
     from .instruction_fusion import IN_PLACE_RULES
 
@@ -304,4 +340,11 @@ def _should_fuse_rules(concat: bool, in_place: bool = True) -> tuple[str, ...]:
         "IF-GPU-CONCAT-DUPLICATION", "IF-GPU-CODE-DUPLICATION")
     if not in_place:  # (asked twice, as XLA does: IsProducerConsumerFusible and ShouldFuse)
         rules = tuple(r for r in rules if r not in IN_PLACE_RULES)
+    if producer is not None and producer != "fusion":  # (a fusion producer: the first rule decides)
+        rules = tuple(r for r in rules if _may_object(r, producer, consumer))
     return rules
+
+
+def _may_object(rule_id: str, producer: str, consumer: str) -> bool:
+    producers, consumers = _CANNOT_OBJECT.get(rule_id, (None, None))
+    return (producers is None or producer in producers) and (consumers is None or consumer in consumers)

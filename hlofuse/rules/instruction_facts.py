@@ -235,7 +235,11 @@ def fusion_would_duplicate(producer: "Node", consumer: "Node") -> bool:
 def effectively_at_most_unary(node: "Node") -> bool:
     """At most one operand is "large" (true rank at least the output's); broadcasts, iotas
     and scalar constants never count."""
-    out_rank = max((s.true_rank for s in node.shape.leaves() if s.is_array), default=0)
+    shape = node.shape
+    if shape.is_tuple:
+        out_rank = max((s.true_rank for s in shape.leaves() if s.is_array), default=0)
+    else:  # (asked of every instruction of every computation each run: no generator for one leaf)
+        out_rank = shape.true_rank if shape.is_array else 0
     large = 0
     for op in node.operands:
         if op.opcode in ("broadcast", "iota"):
@@ -249,6 +253,8 @@ def effectively_at_most_unary(node: "Node") -> bool:
 
 
 def total_elements(shape: ir.Shape) -> int:
+    if not shape.is_tuple:
+        return shape.elements  # (0 for a token, as no leaf is counted)
     return sum(s.elements for s in shape.leaves() if s.is_array)
 
 

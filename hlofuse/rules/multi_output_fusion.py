@@ -309,14 +309,25 @@ def slower_if_fused(c: Candidate):
         ROOT r = f32[4096] fusion(broadcast-heavy use of p), kind=kInput, calls=reduce
     Relaxing: a performance trade: the model predicts a slower kernel.
     """
-    times = c.model.estimate_run_times(c.producer, [c.consumer], multi_output=True)
+    model = c.model
+    if hasattr(model, "estimate_run_time_terms"):  # the 2024 model: its sums are the terms
+        found = model.estimate_run_time_terms(c.producer, [c.consumer], multi_output=True)
+        times = found.times
+        if times.fused <= times.unfused:
+            return None
+        from ..cost.terms import legacy_terms, terms_facts
+
+        return objection(producer=c.producer.name, consumer=c.consumer.name, fused_us=times.fused_us,
+                         unfused_us=times.unfused_us,
+                         **terms_facts(legacy_terms(found, side_output=True), c.producer.name, times))
+    times = model.estimate_run_times(c.producer, [c.consumer], multi_output=True)
     if times.fused <= times.unfused:
         return None
     from ..cost.terms import cost_facts
 
     return objection(producer=c.producer.name, consumer=c.consumer.name, fused_us=times.fused_us,
                      unfused_us=times.unfused_us,
-                     **cost_facts(c.model, c.producer, [c.consumer], side_output=True, times=times))
+                     **cost_facts(model, c.producer, [c.consumer], side_output=True, times=times))
 
 
 @rule(id="MOF-OTHER-CONSUMER-PREFERRED", name="mof-other-consumer-preferred", passes=_PASSES,

@@ -1,0 +1,174 @@
+"""The replay asks only the rules that can object to a pair, and walks post orders with an
+iterator; neither may change a decision, a kernel or an order.  Each shortened rule list is
+compared with the full list XLA's order gives, on the same inputs: the decisions must be the
+same, Decision for Decision."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import hlofuse
+from hlofuse.graph import Program
+from hlofuse.pipeline import Options, replay
+from hlofuse.rules.instruction_fusion import IN_PLACE_RULES
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from replay_speed import generate_for  # noqa: E402
+
+from test_instruction_fusion import IN_PLACE_CASES  # noqa: E402
+
+SAMPLES = ROOT / "sample_dumps"
+
+
+def _decisions(result) -> list[dict]:
+    return [d.to_dict() for d in result.decisions]
+
+
+def _gpu_inputs() -> list:
+    modules = [hlofuse.loads(generate_for("legacy", 1000))]
+    modules += [hlofuse.loads(text) for text, _, _ in IN_PLACE_CASES.values()]
+    return modules
+
+
+def _cpu_inputs() -> list:
+    modules = [hlofuse.loads(generate_for("cpu", 1000))]
+    modules += [hlofuse.loads(text) for text, _, _ in IN_PLACE_CASES.values()]
+    return modules
+
+
+def test_cpu_in_place_rules_are_asked_only_of_consumers_that_update_in_place(monkeypatch):
+    from hlofuse.rules import cpu as rc
+
+    for text, producer, consumer in IN_PLACE_CASES.values():
+        graph = Program.from_module(hlofuse.loads(text)).entry
+        assert rc.should_fuse_after_output(graph[consumer]) == rc.CPU_SHOULD_FUSE_AFTER_OUTPUT
+        plain = rc.should_fuse_after_output(graph[producer])  # none of the producers updates in place
+        assert not set(IN_PLACE_RULES) & set(plain)
+        assert [r for r in rc.CPU_SHOULD_FUSE_AFTER_OUTPUT if r not in IN_PLACE_RULES] == list(plain)
+    options = Options(backend="cpu", pipeline="cpu")
+    short = [_decisions(replay(m, options)) for m in _cpu_inputs()]
+    monkeypatch.setattr(rc, "should_fuse_after_output", lambda consumer: rc.CPU_SHOULD_FUSE_AFTER_OUTPUT)
+    full = [_decisions(replay(m, options)) for m in _cpu_inputs()]
+    assert short == full
+    assert any(d["rule"] in IN_PLACE_RULES for ds in full for d in ds)  # the in-place rules did decide
+
+
+def test_gpu_should_fuse_asks_only_rules_that_can_object_and_decides_the_same(monkeypatch):
+    from hlofuse.rules import gpu_instruction_fusion as gif
+
+    program = Program.from_module(hlofuse.loads(generate_for("legacy", 1000)))
+    graph = program.entry
+    pairs = [(op, node) for node in graph.post_order() for op in node.operands]
+    asked = {gif.should_fuse_rules(p, c) for p, c in pairs}
+    for p, c in pairs:  # every shortened list keeps XLA's order
+        everything = gif.should_fuse_rules(p)
+        short = gif.should_fuse_rules(p, c)
+        assert [r for r in everything if r in short] == list(short)
+    elementwise = next(gif.should_fuse_rules(p, c) for p, c in pairs
+                       if p.opcode == "multiply" and c.opcode == "tanh")
+    assert "GF-REDUCTION-NOT-RACE-FREE" not in elementwise and "GF-SCATTER-PRODUCER" not in elementwise
+    assert len(asked) > 2
+    options = Options(backend="gpu", pipeline="legacy", gpu="rtx2080ti")
+    short = [_decisions(replay(m, options)) for m in _gpu_inputs()]
+    monkeypatch.setattr(gif, "_may_object", lambda rule_id, producer, consumer: True)
+    gif._SHOULD_FUSE.clear()
+    try:
+        full = [_decisions(replay(m, options)) for m in _gpu_inputs()]
+    finally:
+        gif._SHOULD_FUSE.clear()
+    assert short == full
+    assert any(d["rule"] == "GF-REDUCTION-EPILOGUE-NOT-ELEMENTWISE" for ds in full for d in ds)
+
+
+def _recursive_post_order(graph) -> list[str]:
+    """XLA's MakeInstructionPostOrder written recursively: from each user-less instruction in
+    list order, control predecessors (last first) then operands, each visited once."""
+    order: list[str] = []
+    seen: set[int] = set()
+
+    def visit(node):
+        seen.add(node.uid)
+        for child in graph.control_predecessors(node)[::-1] + node.operands:
+            if child.uid not in seen:
+                visit(child)
+        order.append(node.name)
+
+    for node in graph.nodes():
+        if not node.users and node.uid not in seen:
+            visit(node)
+    return order
+
+
+CONTROL = """HloModule m
+ENTRY e {
+  p0 = f32[4] parameter(0)
+  a = f32[4] negate(p0)
+  b = f32[4] exponential(p0)
+  c = f32[4] add(a, b), control-predecessors={b}
+  d = f32[4] abs(p0), control-predecessors={c, a}
+  ROOT t = (f32[4], f32[4]) tuple(c, d)
+}
+"""
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in SAMPLES.iterdir() if p.is_dir())[:3])
+def test_post_order_is_the_recursive_search_on_samples(folder):
+    files = sorted((SAMPLES / folder).glob("*/*before_optimizations.txt"))[:4]
+    assert files
+    for path in files:
+        program = Program.from_module(hlofuse.loads(path.read_text()))
+        for graph in program.graphs.values():
+            assert [n.name for n in graph.post_order()] == _recursive_post_order(graph)
+
+
+def test_post_order_visits_control_predecessors_last_first():
+    program = Program.from_module(hlofuse.loads(CONTROL))
+    assert program.has_control
+    graph = program.entry
+    assert [n.name for n in graph.post_order()] == _recursive_post_order(graph) == \
+        ["p0", "b", "a", "c", "d", "t"]
+
+
+def test_legacy_run_time_terms_are_the_verdicts_sums():
+    """A legacy cost-model refusal names its terms from the verdict's own sums
+    (estimate_run_time_terms): the totals are EstimateRunTimes' formula, the terms the sums it
+    adds, priced once."""
+    from hlofuse.cost.legacy import KERNEL_LAUNCH_OVERHEAD, LegacyPerformanceModel
+    from hlofuse.cost.terms import CostTerms, legacy_terms
+    from hlofuse.cost import durations as dur
+    from hlofuse.gpu import gpu_config
+    from hlofuse.passes.legacy import FUSION
+    from hlofuse.pipeline import make_context
+
+    program = Program.from_module(hlofuse.loads(generate_for("legacy", 1000)))
+    ctx = make_context(Options(backend="gpu", pipeline="legacy", gpu="rtx2080ti"))
+    for name, run in FUSION.stages[:3]:  # splitter, then both instruction fusions
+        ctx.pass_name = name
+        run(program, ctx)
+    model = LegacyPerformanceModel(gpu_config(ctx))
+    producers = [n for n in program.entry.post_order() if n.opcode == "fusion" and n.users]
+    assert len(producers) > 20
+    for producer in producers:
+        users = list(producer.users)
+        for multi_output in (False, True):
+            found = model.estimate_run_time_terms(producer, users, multi_output)
+            data = model.run_time(producer)
+            reads = [model.unfused_read_time(data, producer, u) for u in users]
+            parts = [model.fused_consumer_times(data, producer, u) for u in users]
+            unfused = KERNEL_LAUNCH_OVERHEAD * (len(users) + 1) + data.exec_time + sum(reads)
+            fused = KERNEL_LAUNCH_OVERHEAD * len(users) + sum(model.combine(*p) for p in parts) + (
+                data.write_time if multi_output else 0)
+            assert (found.times.unfused, found.times.fused) == pytest.approx((unfused, fused), rel=1e-12)
+            assert model.estimate_run_times(producer, users, multi_output) == found.times
+            terms = legacy_terms(found, multi_output)
+            expected = CostTerms(len(users), dur.to_us(KERNEL_LAUNCH_OVERHEAD), dur.to_us(data.exec_time),
+                                 dur.to_us(sum(reads)), dur.to_us(sum(p[0] for p in parts)),
+                                 dur.to_us(sum(p[1] for p in parts)),
+                                 dur.to_us(data.write_time if multi_output else 0),
+                                 found.times.fused_us, found.times.unfused_us)
+            assert terms.facts() == expected.facts()
