@@ -142,14 +142,14 @@ def test_legacy_run_time_terms_are_the_verdicts_sums():
     from hlofuse.cost.terms import CostTerms, legacy_terms
     from hlofuse.cost import durations as dur
     from hlofuse.gpu import gpu_config
-    from hlofuse.passes.legacy import FUSION
+    from hlofuse.passes.pipelines import LEGACY_FUSION
     from hlofuse.pipeline import make_context
 
     program = Program.from_module(hlofuse.loads(generate_for("legacy", 1000)))
     ctx = make_context(Options(backend="gpu", pipeline="legacy", gpu="rtx2080ti"))
-    for name, run in FUSION.stages[:3]:  # splitter, then both instruction fusions
-        ctx.pass_name = name
-        run(program, ctx)
+    for stage in LEGACY_FUSION.stages[:3]:  # splitter, then both instruction fusions
+        ctx.pass_name = stage.name
+        stage.run(program, ctx)
     model = LegacyPerformanceModel(gpu_config(ctx))
     producers = [n for n in program.entry.post_order() if n.opcode == "fusion" and n.users]
     assert len(producers) > 20
