@@ -13,7 +13,8 @@ from hlofuse.gpu import GpuConfig
 from hlofuse.gpu import test_device as a6000_test_device
 from hlofuse.gpu.emitter import analyse
 from hlofuse.gpu.shapes import elements, elements_recursive
-from hlofuse.graph import Program, merge_fusion
+from hlofuse.graph import Program
+from hlofuse.fusion_primitives import merge_fusion
 from hlofuse.ir import Shape
 
 N = 262144  # ≥ 84 SMs × 1536 threads of the A6000: large enough for the loop emitter to unroll

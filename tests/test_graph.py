@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hlofuse
-from hlofuse.graph import NameUniquer, Program, create_fusion, fuse_instruction, fuse_into_multi_output
+from hlofuse.graph import Program
+from hlofuse.fusion_primitives import create_fusion, fuse_instruction, fuse_into_multi_output
+from hlofuse.names import NameUniquer
 
 EXP_MUL = """HloModule m
 ENTRY e {

@@ -461,7 +461,7 @@ def test_updates_in_place_answers_as_in_place_pairs_does_before_and_after_fusion
     in_place_pairs on every instruction of real dumps, and a new one once the body changes."""
     from pathlib import Path
 
-    from hlofuse.graph import create_fusion, fuse_instruction
+    from hlofuse.fusion_primitives import create_fusion, fuse_instruction
     from hlofuse.rules.instruction_facts import in_place_pairs, updates_in_place
 
     folder = Path(__file__).resolve().parents[1] / "sample_dumps" / "gpu-legacy-rtx2080ti"

@@ -294,7 +294,7 @@ ENTRY e {
 def test_answers_kept_per_fused_body_follow_the_body_as_it_grows():
     """Shared memory, unnested reductions and physical transposition of a fusion are kept per
     version of its body: fusing a reduce and a transposing copy into it changes the answers."""
-    from hlofuse import graph as g
+    from hlofuse import fusion_primitives as fp
     from hlofuse.gpu.budget import shared_memory_usage, unnested_reductions
     from hlofuse.gpu.config import ERA_PRIORITY, GpuConfig
     from hlofuse.gpu.transposes import is_physically_transposing
@@ -314,12 +314,12 @@ ENTRY e {
 }"""))
     cfg = GpuConfig(load_gpu("h100_sxm"), ERA_PRIORITY)
     entry = program.entry
-    fusion = g.create_fusion(entry.get("n"), "kLoop")
+    fusion = fp.create_fusion(entry.get("n"), "kLoop")
     before = (shared_memory_usage(fusion, cfg), unnested_reductions(fusion, cfg), is_physically_transposing(fusion))
     assert before == (0, 0, False)
-    g.fuse_instruction(fusion, entry.get("r"))
+    fp.fuse_instruction(fusion, entry.get("r"))
     entry.remove(entry.get("r"))
     assert shared_memory_usage(fusion, cfg) > 0 and unnested_reductions(fusion, cfg) == 1
     assert not is_physically_transposing(fusion)
-    g.fuse_instruction(fusion, entry.get("t"))
+    fp.fuse_instruction(fusion, entry.get("t"))
     assert is_physically_transposing(fusion)

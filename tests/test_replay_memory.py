@@ -10,7 +10,8 @@ import sys
 import pytest
 
 import hlofuse
-from hlofuse.graph import Program, create_fusion, fuse_instruction, program_cache
+from hlofuse.graph import Program, program_cache
+from hlofuse.fusion_primitives import create_fusion, fuse_instruction
 from hlofuse.pipeline import Options, replay
 
 from conftest import REPO

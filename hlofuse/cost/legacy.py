@@ -31,7 +31,8 @@ import math
 from dataclasses import dataclass
 
 from .. import attributes
-from ..graph import Graph, Node, Program, add_operand, clone_node, create_fusion, first_positions, fuse_instruction
+from ..graph import Graph, Node, Program, add_operand, clone_node, first_positions
+from ..fusion_primitives import create_fusion, fuse_instruction
 from ..gpu.config import GpuConfig
 from ..gpu.emitter import (CONCATENATE, CUDNN, CUSTOM, INPUT_SLICES, REDUCTION, SCATTER, TRANSPOSE, TRITON,
                            FusionShape, analyse, consistent_transpose_hero, emitter_kind, first_reduction_hero)

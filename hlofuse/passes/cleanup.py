@@ -8,7 +8,8 @@ counts after CSE decide tiled-transpose heroes, XLA's comment says).
 
 from __future__ import annotations
 
-from ..graph import CONTROL, Graph, Node, Program, add_operand, remove_unused_parameters
+from ..graph import CONTROL, Graph, Node, Program, add_operand
+from ..fusion_primitives import remove_unused_parameters
 from ..ir import tuple_shape
 from ..pipeline import Context
 

@@ -25,6 +25,7 @@ from itertools import chain
 from typing import TYPE_CHECKING
 
 from .. import graph as g
+from .. import fusion_primitives as fp
 from ..decision import Decision, Verdict
 from ..rules import Outcome
 from ..rules import cpu as rc
@@ -107,10 +108,10 @@ class CpuPolicy(FusionPolicy):
 
     def fuse_instruction(self, run: FusionRun, fusion: "Node", producer: "Node") -> "Node":
         if not self.may_duplicate:
-            return g.fuse_instruction(fusion, producer)
+            return fp.fuse_instruction(fusion, producer)
         evaluation = run.indexing_evaluation(fusion)
         users = evaluation.remove_operand(producer)
-        clone = g.fuse_instruction(fusion, producer)
+        clone = fp.fuse_instruction(fusion, producer)
         evaluation.update(clone, users)
         return clone
 
@@ -353,7 +354,7 @@ def wrap(node: "Node") -> "Node":
     """Make `node` the only instruction of a new kLoop fusion `wrapped_<opcode>`."""
     # create_fusion relays the node's control dependencies to the fusion, as XLA's FusionWrapper
     # does (CopyAllControlDepsFrom, DropAllControlDeps)
-    return g.create_fusion(node, "kLoop", name=f"wrapped_{node.opcode}",
+    return fp.create_fusion(node, "kLoop", name=f"wrapped_{node.opcode}",
                            computation_name=f"wrapped_{node.opcode}_computation")
 
 

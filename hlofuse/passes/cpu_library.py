@@ -26,6 +26,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from .. import attributes, graph as g
+from .. import fusion_primitives as fp
 from ..rules import instruction_fusion as rif
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -297,7 +298,7 @@ def _process(graph: "Graph", types: frozenset[str]) -> bool:
             continue
         fused.add(centroid.uid)
         grow = should_grow(centroid, types)
-        fusion = g.create_fusion(centroid, "kCustom", name="ynn_fusion")
+        fusion = fp.create_fusion(centroid, "kCustom", name="ynn_fusion")
         fusion.set_attr("backend_config", YNN_BACKEND_CONFIG)
         if grow:
             while True:
@@ -336,11 +337,11 @@ def _fuse_neighbors(fusion: "Node", fused: set[int]) -> tuple["Node", bool]:
         if _is_ynn_fusion(node):
             graph = fusion.graph
             if direction == "up":
-                g.merge_fusion(fusion, node)
+                fp.merge_fusion(fusion, node)
                 if not node.users:
                     graph.remove(node)
             else:
-                g.merge_fusion(node, fusion)
+                fp.merge_fusion(node, fusion)
                 if not fusion.users:
                     graph.remove(fusion)
                 fusion = node
@@ -351,7 +352,7 @@ def _fuse_neighbors(fusion: "Node", fused: set[int]) -> tuple["Node", bool]:
         fused.add(node.uid)
         _candidates(fusion, node, direction, frontier, visited, fused)
         if direction == "up":
-            g.fuse_instruction(fusion, node)
+            fp.fuse_instruction(fusion, node)
             if not node.users:
                 node.graph.remove(node)
         else:
@@ -373,7 +374,7 @@ def _fuse_consumer(fusion: "Node", consumer: "Node") -> None:
         if index is not None:
             new_operands.append(body.parameters[index])
         else:
-            new_operands.append(g._new_parameter(fusion, op))
+            new_operands.append(fp._new_parameter(fusion, op))
     root = g.clone_node(consumer, body)
     for op in new_operands:
         g.add_operand(root, op)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from ..cost.legacy import LegacyPerformanceModel, shared_model
 from ..gpu import gpu_config
 from ..gpu.fusible import choose_fusion_kind
-from ..graph import Graph, Node, create_fusion, merge_fusion
+from ..graph import Graph, Node
+from ..fusion_primitives import create_fusion, merge_fusion
 from ..pipeline import Context, decision_from
 from .cleanup import remove_instruction
 from ..rules import Candidate, Outcome, evaluate

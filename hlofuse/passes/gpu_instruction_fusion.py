@@ -22,7 +22,7 @@ from ..gpu.fusible import choose_fusion_kind, fusible_computations
 from ..gpu.properties import is_expensive_gpu
 from ..rules.gpu_instruction_fusion import should_fuse_rules
 from .instruction_fusion import FusionPolicy, InstructionFusion
-from ..graph import fuse_instruction
+from ..fusion_primitives import fuse_instruction
 
 
 class GpuFusionPolicy(FusionPolicy):

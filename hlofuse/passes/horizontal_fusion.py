@@ -44,8 +44,8 @@ from ..gpu.heroes import real_hero
 from ..gpu.properties import instr_count_of_fusible, is_custom_fusion, is_elementwise, outputs_of_fusible
 from ..gpu.shapes import descending_layout_same_physical, elements, equal_ignoring_element_type, \
     is_monotonic_dim0_major
-from ..graph import Graph, Node, _dedupe_operands, add_operand, clone_node, create_fusion, fuse_into_multi_output, \
-    make_gte
+from ..graph import Graph, Node, add_operand, clone_node
+from ..fusion_primitives import _dedupe_operands, create_fusion, fuse_into_multi_output, make_gte
 from ..ir import INTEGRAL_TYPES, Layout, Shape, tuple_shape
 from ..pipeline import Context, decision_from
 from ..rules import Candidate, Outcome, evaluate

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from .. import graph as g
+from .. import fusion_primitives as fp
 from ..decision import Decision, Verdict
 from ..rules import Candidate, Outcome, evaluate
 from ..rules import instruction_fusion as rif
@@ -105,10 +105,10 @@ class FusionPolicy:
 
     # -- mutation ---------------------------------------------------------------------------
     def fuse_instruction(self, run: "FusionRun", fusion: "Node", producer: "Node") -> "Node":
-        return g.fuse_instruction(fusion, producer)
+        return fp.fuse_instruction(fusion, producer)
 
     def fuse_into_multi_output(self, run: "FusionRun", fusion: "Node", producer: "Node") -> "Node":
-        g.fuse_into_multi_output(fusion, producer)
+        fp.fuse_into_multi_output(fusion, producer)
         return fusion
 
 
@@ -269,7 +269,7 @@ class FusionRun:
             if fusion.fusion_kind != kind:
                 fusion.fusion_kind = kind
         else:
-            fusion = g.create_fusion(consumer, kind, name=self.policy.fusion_name(producer, consumer))
+            fusion = fp.create_fusion(consumer, kind, name=self.policy.fusion_name(producer, consumer))
             self._replace_consumer(consumer, fusion)
         self._update_reused(producer, fusion)
         if multi_output:

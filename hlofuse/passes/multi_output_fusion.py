@@ -20,7 +20,8 @@ from ..gpu.config import GpuConfig
 from ..gpu.fusible import (choose_fusion_kind, fusible_computations, is_fusible_as_multi_output_fusion_root,
                            is_nestable_variadic_reduction)
 from ..gpu.properties import is_custom_fusion, is_multi_output_fusion
-from ..graph import Graph, Node, create_fusion, fuse_into_multi_output
+from ..graph import Graph, Node
+from ..fusion_primitives import create_fusion, fuse_into_multi_output
 from ..pipeline import Context, decision_from
 from .cleanup import remove_instruction
 from ..rules import Candidate, Outcome, evaluate

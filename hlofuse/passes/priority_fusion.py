@@ -35,7 +35,7 @@ import heapq
 import math
 from typing import TYPE_CHECKING
 
-from .. import graph as g
+from .. import fusion_primitives as fp
 from ..cost import GpuPerformanceModel
 from ..cost import durations as dur
 from ..cost.fusion_analysis import FUSION_KIND_OF_EMITTER, TRITON
@@ -88,9 +88,9 @@ def sort_iota_fusion(program: "Program", ctx: "Context") -> bool:
             for op in node.operands:
                 if op.opcode == "iota" and all(op is not x for x in iotas):
                     iotas.append(op)
-            fusion = g.create_fusion(node, "kCustom")
+            fusion = fp.create_fusion(node, "kCustom")
             for iota in iotas:
-                g.fuse_instruction(fusion, iota)
+                fp.fuse_instruction(fusion, iota)
                 if iota in graph and iota.is_dead:
                     graph.remove(iota)
             changed = True
@@ -301,7 +301,7 @@ class PriorityFusionRun:
         emitter, backend_kind = self.model.pair_kinds(producer, consumer)
         kind = FUSION_KIND_OF_EMITTER[emitter]
         if consumer.opcode != "fusion":
-            fusion = g.create_fusion(consumer, kind)
+            fusion = fp.create_fusion(consumer, kind)
         else:
             fusion = consumer
             if fusion.fusion_kind != kind:
@@ -311,7 +311,7 @@ class PriorityFusionRun:
             best = self.model.triton_tiling(producer, consumer)
             source = consumer if pf.is_generic_triton_fusion(consumer) else producer
             tiling = (source, best.tile, best.warps)
-        g.fuse_instruction(fusion, producer)
+        fp.fuse_instruction(fusion, producer)
         if tiling is not None:
             # XLA gives the result the best tiling it found (and kind kCustom)
             fusion.set_attr("backend_config", _triton_config(*tiling))
