@@ -323,3 +323,55 @@ ENTRY e {
     assert not is_physically_transposing(fusion)
     g.fuse_instruction(fusion, entry.get("t"))
     assert is_physically_transposing(fusion)
+
+
+def _generated(pipeline: str, size: int):
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(repo / "bench"))
+    try:
+        import replay_speed
+    finally:
+        sys.path.remove(str(repo / "bench"))
+    return hlofuse.loads(replay_speed.generate_for(pipeline, size)), replay_speed.PIPELINES[pipeline]
+
+
+def test_can_fuse_verdicts_remembered_by_structure_equal_the_rules_asked_afresh(monkeypatch):
+    """Every CanFuse outcome PriorityFusion answers from its verdicts by structure (facts
+    included) equals the rules asked for that very pair, and a replay that remembers nothing
+    decides the same and reports the same facts (the cost analysis keeps a node's properties as
+    first computed, so a remembered verdict must not move that moment)."""
+    from hlofuse.passes import priority_fusion as passes_pf
+    from hlofuse.pipeline import Options, replay
+
+    run_class = passes_pf.PriorityFusionRun
+    remembered = run_class._evaluate_can_fuse
+    seen = {"remembered": 0}
+
+    def checked(self, producer, consumer):
+        known = len(self._verdicts)
+        found = remembered(self, producer, consumer)
+        if len(self._verdicts) == known and pf.rules_for(producer, consumer) is pf.CAN_FUSE_RULES_NOT_IN_PLACE:
+            fresh = evaluate(pf.CAN_FUSE_RULES_NOT_IN_PLACE, self.candidate(producer, consumer), self.relaxed)
+            assert (found.blocked_by, dict(found.facts), found.relaxed) == \
+                (fresh.blocked_by, dict(fresh.facts), fresh.relaxed), (producer.name, consumer.name)
+            seen["remembered"] += 1
+        return found
+
+    def afresh(self, producer, consumer):
+        return evaluate(pf.rules_for(producer, consumer), self.candidate(producer, consumer), self.relaxed)
+
+    module, options = _generated("priority", 1000)
+    for gpu in ("rtx2080ti", "h100_sxm"):
+        opts = Options(**{**options, "gpu": gpu})
+        with monkeypatch.context() as m:
+            m.setattr(run_class, "_evaluate_can_fuse", checked)
+            checked_result = replay(module, opts).to_dict()
+        with monkeypatch.context() as m:
+            m.setattr(run_class, "_evaluate_can_fuse", afresh)
+            fresh_result = replay(module, opts).to_dict()
+        assert replay(module, opts).to_dict() == fresh_result
+        assert checked_result["kernels"] == fresh_result["kernels"]
+    assert seen["remembered"] > 1000, seen

@@ -56,7 +56,24 @@ def _node_key(node: "Node") -> tuple:
 def pair_key(producer: "Node", consumer: "Node", known: dict | None = None) -> tuple:
     """`producer` and `consumer` as a pair: both node keys and how they are wired: for each of
     the consumer's operands, whether it is the producer (or which of its outputs, through a
-    get-tuple-element) or the first of the producer's operands that is the same value."""
+    get-tuple-element) or the first of the producer's operands that is the same value.
+
+    `known`: as for node_key; pair keys are kept there too (under ("pair", uids)), valid while
+    both node keys are the very ones they were made from (neither node's operands changed)."""
+    if known is None:
+        return _pair_key(producer, consumer, node_key(producer), node_key(consumer))
+    p_key = node_key(producer, known)
+    c_key = node_key(consumer, known)
+    slot = ("pair", producer.uid, consumer.uid)
+    found = known.get(slot)
+    if found is not None and found[0] is p_key and found[1] is c_key:
+        return found[2]
+    key = _pair_key(producer, consumer, p_key, c_key)
+    known[slot] = (p_key, c_key, key)
+    return key
+
+
+def _pair_key(producer: "Node", consumer: "Node", p_key: tuple, c_key: tuple) -> tuple:
     in_producer: dict[int, int] = {}
     for i, op in enumerate(producer.operands):
         in_producer.setdefault(op.uid, i)
@@ -68,7 +85,7 @@ def pair_key(producer: "Node", consumer: "Node", known: dict | None = None) -> t
             wiring.append(("G", op.attr("index")))
         else:
             wiring.append(in_producer.get(op.uid, -1))
-    return node_key(producer, known), node_key(consumer, known), tuple(wiring)
+    return p_key, c_key, tuple(wiring)
 
 
 def _attrs_key(node: "Node", fused: bool) -> tuple:

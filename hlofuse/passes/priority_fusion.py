@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING
 from .. import graph as g
 from ..cost import GpuPerformanceModel
 from ..cost import durations as dur
-from ..cost.fusion_analysis import FUSION_KIND_OF_EMITTER, TRITON
+from ..cost.fusion_analysis import FUSION_KIND_OF_EMITTER, REDUCTION, TRITON
 from ..cost.model import KERNEL_LAUNCH_OVERHEAD, RunTimes
+from ..cost.structure import pair_key
 from ..decision import Decision
 from ..gpu.config import ERA_PRIORITY, GpuConfig
 from ..gpu.fusible import fusible_computations
@@ -53,6 +54,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..pipeline import Context
 
 PASS_NAME = "priority-fusion"
+#: Where PF-REDUCTION-TO-LOOP and PF-CODE-DUPLICATION sit in pf.CAN_FUSE_TAIL.
+_REDUCTION_TO_LOOP_AT = pf.CAN_FUSE_TAIL.index("PF-REDUCTION-TO-LOOP")
+_CODE_DUPLICATION_AT = pf.CAN_FUSE_TAIL.index("PF-CODE-DUPLICATION")
 INF = math.inf
 
 
@@ -131,6 +135,8 @@ class PriorityFusionRun:
         self._nodes: dict[int, "Node"] = {}
         self._can_fuse: dict[tuple[int, int], Outcome] = {}
         self._can_fuse_keys: dict[int, set[tuple[int, int]]] = {}
+        #: CanFuse verdicts past the head rules by pair structure (_evaluate_can_fuse)
+        self._verdicts: dict[tuple, "Outcome | tuple"] = {}
         self._to_update: dict[int, "Node"] = {}
         self._new_consumers: dict[int, list["Node"]] = {}
         self._removed: dict[int, tuple[float, float]] = {}
@@ -262,11 +268,58 @@ class PriorityFusionRun:
         key = (producer.uid, consumer.uid)
         outcome = self._can_fuse.get(key)
         if outcome is None:
-            outcome = evaluate(pf.rules_for(producer, consumer), self.candidate(producer, consumer), self.relaxed)
+            outcome = self._evaluate_can_fuse(producer, consumer)
             self._can_fuse[key] = outcome
             self._can_fuse_keys.setdefault(producer.uid, set()).add(key)
             self._can_fuse_keys.setdefault(consumer.uid, set()).add(key)
         return outcome
+
+    def _evaluate_can_fuse(self, producer: "Node", consumer: "Node") -> Outcome:
+        """CanFuse's rules.  Past the head rules (root, fusibility: cheap, and about where the
+        nodes sit), the common list's verdict is a function of the pair's structure
+        (hlofuse.cost.structure.pair_key: what each rule reads, the fused bodies, the wiring),
+        so it is remembered by that key: the layers of a model ask the same pairs again and
+        again.  A refusal's facts name this very pair, so only the verdict (which rule, which
+        relaxed rules) is remembered and the refusing rule is asked again for its facts.  Not
+        remembered: Triton pairs (their tiling search sets the pair's fused time as a side
+        effect) and in-place consumers (their rules compare index values, which the key
+        leaves out)."""
+        rules = pf.rules_for(producer, consumer)
+        candidate = self.candidate(producer, consumer)
+        if rules is not pf.CAN_FUSE_RULES_NOT_IN_PLACE:
+            return evaluate(rules, candidate, self.relaxed)
+        head = evaluate(pf.HEAD_RULES, candidate, self.relaxed)
+        if head.relaxed:
+            return evaluate(rules, candidate, self.relaxed)
+        if not head.allowed:
+            return head
+        structure = pair_key(producer, consumer, self.model._node_keys)
+        verdict = self._verdicts.get(structure)
+        if verdict is None:
+            outcome = evaluate(pf.CAN_FUSE_TAIL, candidate, self.relaxed)
+            self._verdicts[structure] = outcome if outcome.allowed else (outcome.blocked_by, outcome.relaxed)
+            return outcome
+        if type(verdict) is Outcome:
+            self._read_as_the_rules_do(producer, consumer, len(pf.CAN_FUSE_TAIL))
+            return verdict
+        blocked_by, relaxed = verdict
+        self._read_as_the_rules_do(producer, consumer, pf.CAN_FUSE_TAIL.index(blocked_by.id))
+        facts = blocked_by.check(candidate)
+        if facts is None:  # (cannot happen while the key holds all the rule reads)
+            return evaluate(rules, candidate, self.relaxed)
+        return Outcome(blocked_by, dict(facts), relaxed)
+
+    def _read_as_the_rules_do(self, producer: "Node", consumer: "Node", asked: int) -> None:
+        """What the first `asked` rules of CAN_FUSE_TAIL read from the model's caches, read
+        again for a remembered verdict.  The cost analysis keeps a node's properties as first
+        computed until the node is revisited (XLA's HloCostAnalysis), so when they are first
+        computed is part of the replay: a verdict remembered must not move that moment."""
+        model = self.model
+        if asked > _REDUCTION_TO_LOOP_AT and model.analysis(producer).kind == REDUCTION:
+            model.pair_kind(producer, consumer)
+        if asked > _CODE_DUPLICATION_AT:
+            model.cost.properties(consumer)
+            model.cost.properties(producer)
 
     def _refusal_for_all_users(self, producer: "Node") -> tuple[str, "Node | None", Outcome | None] | None:
         """CanFuseWithAllNonBitcastUsers: None, or (XLA's reason, the refusing user, its outcome)."""

@@ -650,6 +650,8 @@ CAN_FUSE_RULES = (HEAD_RULES + ("PF-BITCAST-CONSUMER",) + SCATTER_RULES + ("PF-R
 #: object there (InstructionFusion::ShouldFuseInPlaceOp has no in-place buffer to check), and
 #: they are asked for nearly every pair.
 CAN_FUSE_RULES_NOT_IN_PLACE = tuple(r for r in CAN_FUSE_RULES if r not in IN_PLACE_RULES)
+#: CAN_FUSE_RULES_NOT_IN_PLACE after the head rules (those about the pair's structure alone).
+CAN_FUSE_TAIL = CAN_FUSE_RULES_NOT_IN_PLACE[len(HEAD_RULES):]
 
 
 def can_fuse_rules(consumer: "Node | None" = None) -> tuple[str, ...]:
