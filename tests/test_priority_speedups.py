@@ -375,3 +375,30 @@ def test_can_fuse_verdicts_remembered_by_structure_equal_the_rules_asked_afresh(
         assert replay(module, opts).to_dict() == fresh_result
         assert checked_result["kernels"] == fresh_result["kernels"]
     assert seen["remembered"] > 1000, seen
+
+
+def test_structure_keys_kept_by_the_model_are_numbers_that_follow_edits():
+    """With a `known` dict the keys are numbers (equal structure, equal number) and a pair's
+    key kept there follows an edit that changes its wiring but neither node's own key."""
+    from hlofuse import graph as g
+    from hlofuse.cost.structure import node_key, pair_key
+
+    program = Program.from_module(hlofuse.loads("""
+ENTRY e {
+  p = f32[8,16] parameter(0)
+  q = f32[8,16] parameter(1)
+  a = f32[8,16] add(p, q)
+  b = f32[8,16] add(q, p)
+  c = f32[8,16] subtract(p, q)
+  m = f32[8,16] multiply(a, p)
+  ROOT t = (f32[8,16], f32[8,16], f32[8,16]) tuple(m, b, c)
+}"""))
+    get = program.entry.get
+    known: dict = {}
+    assert node_key(get("a"), known) == node_key(get("b"), known) != node_key(get("c"), known)
+    assert isinstance(node_key(get("a"), known), int)
+    before = pair_key(get("a"), get("m"), known)
+    assert before[2] == pair_key(get("a"), get("m"))[2] == ("P", 0)
+    g.replace_operand(get("m"), get("p"), get("q"))  # m = multiply(a, q): same key, other wiring
+    after = pair_key(get("a"), get("m"), known)
+    assert after[:2] == before[:2] and after[2] == pair_key(get("a"), get("m"))[2] == ("P", 1)

@@ -31,7 +31,10 @@ def node_key(node: "Node", known: dict | None = None) -> tuple:
     position where that operand first appears (a value read twice is read once).
 
     `known`: keys already made, by uid, kept with what they were made from (the node's edit
-    count, which counts operand changes, its body's version and its attributes)."""
+    count, which counts operand changes, its body's version and its attributes).  With it, a
+    key is a small number standing for the tuple (equal tuples, equal numbers, within one
+    `known`): callers look keys up again and again, and a nested tuple of shapes is hashed
+    anew on every lookup."""
     if known is None:
         return _node_key(node)
     body = node.fused
@@ -39,9 +42,16 @@ def node_key(node: "Node", known: dict | None = None) -> tuple:
     found = known.get(node.uid)
     if found is not None and found[0] == state:
         return found[1]
-    key = _node_key(node)
+    numbers = known.get(_NUMBERS)
+    if numbers is None:
+        numbers = known[_NUMBERS] = {}
+    key = numbers.setdefault(_node_key(node), len(numbers))
     known[node.uid] = (state, key)
     return key
+
+
+#: Where a `known` dict keeps its numbers for key tuples (node_key).
+_NUMBERS = "numbers"
 
 
 def _node_key(node: "Node") -> tuple:
@@ -59,17 +69,18 @@ def pair_key(producer: "Node", consumer: "Node", known: dict | None = None) -> t
     get-tuple-element) or the first of the producer's operands that is the same value.
 
     `known`: as for node_key; pair keys are kept there too (under ("pair", uids)), valid while
-    both node keys are the very ones they were made from (neither node's operands changed)."""
+    neither node's operands changed (their edit counts) and both node keys hold."""
     if known is None:
         return _pair_key(producer, consumer, node_key(producer), node_key(consumer))
     p_key = node_key(producer, known)
     c_key = node_key(consumer, known)
     slot = ("pair", producer.uid, consumer.uid)
     found = known.get(slot)
-    if found is not None and found[0] is p_key and found[1] is c_key:
-        return found[2]
+    if found is not None and found[0] == producer.edits and found[1] == consumer.edits \
+            and found[2] == p_key and found[3] == c_key:
+        return found[4]
     key = _pair_key(producer, consumer, p_key, c_key)
-    known[slot] = (p_key, c_key, key)
+    known[slot] = (producer.edits, consumer.edits, p_key, c_key, key)
     return key
 
 
