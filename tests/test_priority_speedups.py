@@ -402,3 +402,31 @@ ENTRY e {
     g.replace_operand(get("m"), get("p"), get("q"))  # m = multiply(a, q): same key, other wiring
     after = pair_key(get("a"), get("m"), known)
     assert after[:2] == before[:2] and after[2] == pair_key(get("a"), get("m"))[2] == ("P", 1)
+
+
+def test_fusion_cost_properties_remembered_by_structure_equal_the_ones_computed_afresh(monkeypatch):
+    """A fusion's cost properties and utilisations answered from the analysis's memo by body
+    structure, during priority replays (two GPUs), equal those computed for that very fusion."""
+    from hlofuse.cost.analysis import GpuHloCostAnalysis
+    from hlofuse.pipeline import Options, replay
+
+    remembered = GpuHloCostAnalysis._analyse_fusion_by_structure
+    seen = {"remembered": 0}
+
+    def checked(self, fusion):
+        known = len(self._by_structure)
+        found = remembered(self, fusion)
+        if len(self._by_structure) == known:
+            fresh = GpuHloCostAnalysis(self.profile, self.concat_penalty)
+            assert found == fresh._analyse_fusion(fusion), fusion.name
+            assert self._fusions[fusion.uid] == fresh._fusions[fusion.uid], fusion.name
+            assert {k: list(r) for k, r in self._fusions[fusion.uid].roots.items()} == \
+                {k: list(r) for k, r in fresh._fusions[fusion.uid].roots.items()}  # (summed in their order)
+            seen["remembered"] += 1
+        return found
+
+    monkeypatch.setattr(GpuHloCostAnalysis, "_analyse_fusion_by_structure", checked)
+    module, options = _generated("priority", 2000)
+    for gpu in ("rtx2080ti", "h100_sxm"):
+        replay(module, Options(**{**options, "gpu": gpu}))
+    assert seen["remembered"] > 1000, seen

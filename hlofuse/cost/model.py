@@ -183,7 +183,7 @@ class GpuPerformanceModel:
     def __init__(self, device: DeviceSpec, config: GpuConfig | None = None, concat_penalty: bool = True):
         self.device = device
         self.config = config or GpuConfig(device, ERA_PRIORITY)
-        self.cost = GpuHloCostAnalysis(profile_for(device), concat_penalty=concat_penalty)
+        self.cost = GpuHloCostAnalysis(profile_for(device), concat_penalty=concat_penalty, by_structure=True)
         self._analysis: dict[int, FusionAnalysis] = {}
         self._pair_analysis: dict[tuple[int, int], FusionAnalysis] = {}
         self._runtime: dict[int, RunTime] = {}

@@ -113,6 +113,13 @@ def _attrs_key(node: "Node", fused: bool) -> tuple:
     return tuple(out)
 
 
+def body_key(body) -> tuple:
+    """A fused body by structure: every instruction (opcode, shape, attributes, a reducer by
+    its instructions, literal, operands by post-order position), the root's position and the
+    parameter count; a small number within a program.  Kept per version of the body."""
+    return _body_key(body)
+
+
 def _body_key(body) -> tuple:
     cache = graph_cache(body)
     found = cache.get("structure")
