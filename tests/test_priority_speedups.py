@@ -430,3 +430,32 @@ def test_fusion_cost_properties_remembered_by_structure_equal_the_ones_computed_
     for gpu in ("rtx2080ti", "h100_sxm"):
         replay(module, Options(**{**options, "gpu": gpu}))
     assert seen["remembered"] > 1000, seen
+
+
+def test_head_rules_asked_without_a_candidate_agree_with_the_rules():
+    """pf.head_rules_pass (PriorityFusion's shortcut past PF-ROOT-PRODUCER and the fusibility
+    rules) agrees with asking those rules, for every edge of a generated module and of a
+    module with a root producer, custom calls, tuples and a lone bitcast."""
+    module, _ = _generated("priority", 1000)
+    small = hlofuse.loads("""HloModule t
+ENTRY e {
+  p = f32[64] parameter(0)
+  r = u32[64] custom-call(p), custom_call_target="cu_threefry2x32_ffi"
+  c = f32[64] convert(r)
+  b = s32[64] bitcast-convert(c)
+  n = f32[64] negate(p)
+  q = f32[8,8] bitcast(n)
+  ROOT t = (f32[64], s32[64], f32[8,8]) tuple(c, b, q)
+}""")
+    pairs = 0
+    for program in (Program.from_module(module), Program.from_module(small)):
+        for graph in program.graphs.values():
+            for producer in graph.nodes():
+                for consumer in producer.users:
+                    asked = evaluate(pf.HEAD_RULES, Candidate(producer, consumer, None, {})).allowed
+                    assert pf.head_rules_pass(producer, consumer) == asked, (producer.name, consumer.name)
+                    pairs += 1
+        root = program.entry.root
+        for op in root.operands:  # the root as producer (of a pair no graph has)
+            assert not pf.head_rules_pass(root, op) and not evaluate(pf.HEAD_RULES, Candidate(root, op, None, {})).allowed
+    assert pairs > 1000

@@ -285,14 +285,9 @@ class PriorityFusionRun:
         effect) and in-place consumers (their rules compare index values, which the key
         leaves out)."""
         rules = pf.rules_for(producer, consumer)
+        if rules is not pf.CAN_FUSE_RULES_NOT_IN_PLACE or not pf.head_rules_pass(producer, consumer):
+            return evaluate(rules, self.candidate(producer, consumer), self.relaxed)
         candidate = self.candidate(producer, consumer)
-        if rules is not pf.CAN_FUSE_RULES_NOT_IN_PLACE:
-            return evaluate(rules, candidate, self.relaxed)
-        head = evaluate(pf.HEAD_RULES, candidate, self.relaxed)
-        if head.relaxed:
-            return evaluate(rules, candidate, self.relaxed)
-        if not head.allowed:
-            return head
         structure = pair_key(producer, consumer, self.model._node_keys)
         verdict = self._verdicts.get(structure)
         if verdict is None:

@@ -41,7 +41,8 @@ from ..gpu.shapes import bit_width, elements
 from ..gpu.triton_support import triton_support as _triton_support
 from . import XLA_COMMITS, Candidate, XlaRef, objection, rule
 from . import gpu_fusible, instruction_fusion  # noqa: F401  (registers the shared rules asked below)
-from .instruction_fusion import IN_PLACE_RULES, in_place_pairs
+from .instruction_fusion import IN_PLACE_RULES
+from .instruction_facts import updates_in_place
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..cost import GpuPerformanceModel
@@ -643,6 +644,13 @@ BUDGET_RULES = ("GF-SHARED-MEMORY-BUDGET", "GF-UNNESTED-REDUCTIONS-BUDGET", "GF-
 HEAD_RULES = ("PF-ROOT-PRODUCER", "PF-PRODUCER-NOT-FUSIBLE", "PF-CONSUMER-NOT-FUSIBLE")
 
 
+def head_rules_pass(producer: "Node", consumer: "Node") -> bool:
+    """None of HEAD_RULES objects (their checks, without building a candidate: asked for every
+    pair PriorityFusion considers)."""
+    graph = producer.graph
+    return (graph is None or graph.root is not producer) and is_pf_fusible(producer) and is_pf_fusible(consumer)
+
+
 #: PriorityFusionQueue::CanFuse when no generic Triton fusion is involved.
 CAN_FUSE_RULES = (HEAD_RULES + ("PF-BITCAST-CONSUMER",) + SCATTER_RULES + ("PF-REDUCE-INTO-REDUCE", "PF-REDUCTION-TO-LOOP")
                   + BUDGET_RULES + ("PF-CODE-DUPLICATION",) + IN_PLACE_RULES)
@@ -657,7 +665,7 @@ CAN_FUSE_TAIL = CAN_FUSE_RULES_NOT_IN_PLACE[len(HEAD_RULES):]
 def can_fuse_rules(consumer: "Node | None" = None) -> tuple[str, ...]:
     """PriorityFusionQueue::CanFuse when no generic Triton fusion is involved (given a consumer
     that updates nothing in place, without the in-place rules, which cannot object to it)."""
-    if consumer is not None and not in_place_pairs(consumer):
+    if consumer is not None and not updates_in_place(consumer):
         return CAN_FUSE_RULES_NOT_IN_PLACE
     return CAN_FUSE_RULES
 
