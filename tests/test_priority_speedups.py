@@ -459,3 +459,41 @@ ENTRY e {
         for op in root.operands:  # the root as producer (of a pair no graph has)
             assert not pf.head_rules_pass(root, op) and not evaluate(pf.HEAD_RULES, Candidate(root, op, None, {})).allowed
     assert pairs > 1000
+
+
+def test_runtimes_of_removed_consumers_equal_the_sums_over_every_removed_node(monkeypatch):
+    """ComputeRuntimesOfRemovedConsumers, which looks the removed nodes up from the smaller
+    side, gives what summing over every consumer and the producer in order gives."""
+    from hlofuse.cost.model import KERNEL_LAUNCH_OVERHEAD
+    from hlofuse.passes import priority_fusion as passes_pf
+    from hlofuse.pipeline import Options, replay
+
+    run_class = passes_pf.PriorityFusionRun
+    real = run_class._removed_consumer_runtimes
+    seen = {"operands": 0}
+
+    def checked(self, producer, consumers):
+        expected = {}
+        for uid in self._new_consumers:
+            if uid not in self._key:
+                continue
+            operand = self._nodes.get(uid) or self._to_update.get(uid)
+            original = self.model.cached_fused_times(operand)
+            if original is None:
+                continue
+            unfused = fused = 0
+            for node in list(consumers) + [producer]:
+                if node.uid in original:
+                    fused += original[node.uid]
+                    runtime = self.model.cached_runtime(node)
+                    unfused += runtime.exec_time if runtime is not None else 0
+            own = self.model.cached_runtime(operand)
+            expected[uid] = (unfused + (own.exec_time if own is not None else 0) + KERNEL_LAUNCH_OVERHEAD, fused)
+        real(self, producer, consumers)
+        assert {uid: self._removed[uid] for uid in expected} == expected
+        seen["operands"] += len(expected)
+
+    monkeypatch.setattr(run_class, "_removed_consumer_runtimes", checked)
+    module, options = _generated("priority", 1000)
+    replay(module, Options(**options))
+    assert seen["operands"] > 100, seen

@@ -382,22 +382,31 @@ class PriorityFusionRun:
 
     def _removed_consumer_runtimes(self, producer: "Node", consumers: list["Node"]) -> None:
         """ComputeRuntimesOfRemovedConsumers: what the operands of the new fusions had priced
-        for the consumers that are gone (for the incremental priority update)."""
-        for uid, _ in self._new_consumers.items():
+        for the consumers that are gone (for the incremental priority update).  A producer
+        fused into thousands of users makes thousands of operands to update: each finds the
+        removed nodes it priced from the smaller side, then adds them up in XLA's order (the
+        consumers, then the producer)."""
+        removed = None
+        for uid in self._new_consumers:
             if uid not in self._key:
                 continue
             operand = self._nodes.get(uid) or self._to_update.get(uid)
             original = self.model.cached_fused_times(operand)
             if original is None:
                 continue
+            if removed is None:
+                removed = {node.uid: (i, node) for i, node in enumerate(list(consumers) + [producer])}
+            if len(original) < len(removed):
+                priced = [node for _, node in sorted(removed[u] for u in original if u in removed)]
+            else:
+                priced = [node for u, (_, node) in removed.items() if u in original]
             removed_unfused = 0
             removed_fused = 0
-            for node in list(consumers) + [producer]:
-                if node.uid in original:
-                    removed_fused += original[node.uid]
-                    runtime = self.model.cached_runtime(node)
-                    if runtime is not None:
-                        removed_unfused += runtime.exec_time
+            for node in priced:
+                removed_fused += original[node.uid]
+                runtime = self.model.cached_runtime(node)
+                if runtime is not None:
+                    removed_unfused += runtime.exec_time
             own = self.model.cached_runtime(operand)
             removed_unfused += (own.exec_time if own is not None else 0) + KERNEL_LAUNCH_OVERHEAD
             self._removed[uid] = (removed_unfused, removed_fused)
