@@ -497,3 +497,50 @@ def test_runtimes_of_removed_consumers_equal_the_sums_over_every_removed_node(mo
     module, options = _generated("priority", 1000)
     replay(module, Options(**options))
     assert seen["operands"] > 100, seen
+
+
+def test_priority_fusion_fusibility_of_fusions_asked_in_either_order():
+    """is_pf_fusible looks at a kLoop/kInput fusion's kind before its instructions; for every
+    node of a module with loop, custom, elementwise-custom and Triton fusions it agrees with
+    PriorityFusion's IsFusible written out in XLA's order."""
+    from hlofuse.gpu.properties import is_elementwise, is_fusible
+
+    def written_out(node):
+        if not is_fusible(node):
+            return False
+        if is_elementwise(node) or pf.is_fusible_bitcast(node):
+            return True
+        if node.opcode == "fusion":
+            return node.fusion_kind != "kCustom" or pf.is_generic_triton_fusion(node)
+        return node.opcode in pf._PF_FUSIBLE_OPCODES
+
+    program = Program.from_module(hlofuse.loads("""HloModule t
+elementwise {
+  a = f32[64] parameter(0)
+  ROOT n = f32[64] negate(a)
+}
+reducing {
+  a = f32[64,8] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[64] reduce(a, z), dimensions={1}, to_apply=add
+}
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  p = f32[64] parameter(0)
+  m = f32[64,8] parameter(1)
+  l = f32[64] fusion(p), kind=kLoop, calls=elementwise
+  c = f32[64] fusion(l), kind=kCustom, calls=elementwise
+  r = f32[64] fusion(m), kind=kCustom, calls=reducing
+  t = f32[64] fusion(m), kind=kCustom, calls=reducing, backend_config={"fusion_backend_config":{"kind":"__triton","block_level_fusion_config":{"output_tiles":[{"sizes":["64"]}],"num_warps":"4"}}}
+  i = f32[64] fusion(m), kind=kInput, calls=reducing
+  b = s32[64] bitcast-convert(p)
+  ROOT u = (f32[64], f32[64], f32[64], f32[64], s32[64]) tuple(c, r, t, i, b)
+}"""))
+    nodes = list(program.entry.nodes())
+    assert [pf.is_pf_fusible(n) for n in nodes] == [written_out(n) for n in nodes]
+    assert {n.name for n in nodes if pf.is_pf_fusible(n)} >= {"l", "c", "t", "i"}
+    assert not pf.is_pf_fusible(program.entry.get("r"))

@@ -120,10 +120,12 @@ def is_pf_fusible(node: "Node") -> bool:
     one of the data-movement ops the emitters inline."""
     if not hlo_is_fusible(node):
         return False
+    if node.opcode == "fusion":
+        # (a kLoop/kInput fusion first: an elementwise fusion, whose every instruction would
+        # be looked at, passes either way)
+        return node.fusion_kind != "kCustom" or is_elementwise(node) or is_generic_triton_fusion(node)
     if is_elementwise(node) or is_fusible_bitcast(node):
         return True
-    if node.opcode == "fusion":
-        return node.fusion_kind != "kCustom" or is_generic_triton_fusion(node)
     return node.opcode in _PF_FUSIBLE_OPCODES
 
 
