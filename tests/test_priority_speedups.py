@@ -323,3 +323,224 @@ ENTRY e {
     assert not is_physically_transposing(fusion)
     fp.fuse_instruction(fusion, entry.get("t"))
     assert is_physically_transposing(fusion)
+
+
+def _generated(pipeline: str, size: int):
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(repo / "bench"))
+    try:
+        import replay_speed
+    finally:
+        sys.path.remove(str(repo / "bench"))
+    return hlofuse.loads(replay_speed.generate_for(pipeline, size)), replay_speed.PIPELINES[pipeline]
+
+
+def test_can_fuse_verdicts_remembered_by_structure_equal_the_rules_asked_afresh(monkeypatch):
+    """Every CanFuse outcome PriorityFusion answers from its verdicts by structure (facts
+    included) equals the rules asked for that very pair, and a replay that remembers nothing
+    decides the same and reports the same facts (the cost analysis keeps a node's properties as
+    first computed, so a remembered verdict must not move that moment)."""
+    from hlofuse.passes import priority_fusion as passes_pf
+    from hlofuse.pipeline import Options, replay
+
+    run_class = passes_pf.PriorityFusionRun
+    remembered = run_class._evaluate_can_fuse
+    seen = {"remembered": 0}
+
+    def checked(self, producer, consumer):
+        known = len(self._verdicts)
+        found = remembered(self, producer, consumer)
+        if len(self._verdicts) == known and pf.rules_for(producer, consumer) is pf.CAN_FUSE_RULES_NOT_IN_PLACE:
+            fresh = evaluate(pf.CAN_FUSE_RULES_NOT_IN_PLACE, self.candidate(producer, consumer), self.relaxed)
+            assert (found.blocked_by, dict(found.facts), found.relaxed) == \
+                (fresh.blocked_by, dict(fresh.facts), fresh.relaxed), (producer.name, consumer.name)
+            seen["remembered"] += 1
+        return found
+
+    def afresh(self, producer, consumer):
+        return evaluate(pf.rules_for(producer, consumer), self.candidate(producer, consumer), self.relaxed)
+
+    module, options = _generated("priority", 1000)
+    for gpu in ("rtx2080ti", "h100_sxm"):
+        opts = Options(**{**options, "gpu": gpu})
+        with monkeypatch.context() as m:
+            m.setattr(run_class, "_evaluate_can_fuse", checked)
+            checked_result = replay(module, opts).to_dict()
+        with monkeypatch.context() as m:
+            m.setattr(run_class, "_evaluate_can_fuse", afresh)
+            fresh_result = replay(module, opts).to_dict()
+        assert replay(module, opts).to_dict() == fresh_result
+        assert checked_result["kernels"] == fresh_result["kernels"]
+    assert seen["remembered"] > 1000, seen
+
+
+def test_structure_keys_kept_by_the_model_are_numbers_that_follow_edits():
+    """With a `known` dict the keys are numbers (equal structure, equal number) and a pair's
+    key kept there follows an edit that changes its wiring but neither node's own key."""
+    from hlofuse import graph as g
+    from hlofuse.cost.structure import node_key, pair_key
+
+    program = Program.from_module(hlofuse.loads("""
+ENTRY e {
+  p = f32[8,16] parameter(0)
+  q = f32[8,16] parameter(1)
+  a = f32[8,16] add(p, q)
+  b = f32[8,16] add(q, p)
+  c = f32[8,16] subtract(p, q)
+  m = f32[8,16] multiply(a, p)
+  ROOT t = (f32[8,16], f32[8,16], f32[8,16]) tuple(m, b, c)
+}"""))
+    get = program.entry.get
+    known: dict = {}
+    assert node_key(get("a"), known) == node_key(get("b"), known) != node_key(get("c"), known)
+    assert isinstance(node_key(get("a"), known), int)
+    before = pair_key(get("a"), get("m"), known)
+    assert before[2] == pair_key(get("a"), get("m"))[2] == ("P", 0)
+    g.replace_operand(get("m"), get("p"), get("q"))  # m = multiply(a, q): same key, other wiring
+    after = pair_key(get("a"), get("m"), known)
+    assert after[:2] == before[:2] and after[2] == pair_key(get("a"), get("m"))[2] == ("P", 1)
+
+
+def test_fusion_cost_properties_remembered_by_structure_equal_the_ones_computed_afresh(monkeypatch):
+    """A fusion's cost properties and utilisations answered from the analysis's memo by body
+    structure, during priority replays (two GPUs), equal those computed for that very fusion."""
+    from hlofuse.cost.analysis import GpuHloCostAnalysis
+    from hlofuse.pipeline import Options, replay
+
+    remembered = GpuHloCostAnalysis._analyse_fusion_by_structure
+    seen = {"remembered": 0}
+
+    def checked(self, fusion):
+        known = len(self._by_structure)
+        found = remembered(self, fusion)
+        if len(self._by_structure) == known:
+            fresh = GpuHloCostAnalysis(self.profile, self.concat_penalty)
+            assert found == fresh._analyse_fusion(fusion), fusion.name
+            assert self._fusions[fusion.uid] == fresh._fusions[fusion.uid], fusion.name
+            assert {k: list(r) for k, r in self._fusions[fusion.uid].roots.items()} == \
+                {k: list(r) for k, r in fresh._fusions[fusion.uid].roots.items()}  # (summed in their order)
+            seen["remembered"] += 1
+        return found
+
+    monkeypatch.setattr(GpuHloCostAnalysis, "_analyse_fusion_by_structure", checked)
+    module, options = _generated("priority", 2000)
+    for gpu in ("rtx2080ti", "h100_sxm"):
+        replay(module, Options(**{**options, "gpu": gpu}))
+    assert seen["remembered"] > 1000, seen
+
+
+def test_head_rules_asked_without_a_candidate_agree_with_the_rules():
+    """pf.head_rules_pass (PriorityFusion's shortcut past PF-ROOT-PRODUCER and the fusibility
+    rules) agrees with asking those rules, for every edge of a generated module and of a
+    module with a root producer, custom calls, tuples and a lone bitcast."""
+    module, _ = _generated("priority", 1000)
+    small = hlofuse.loads("""HloModule t
+ENTRY e {
+  p = f32[64] parameter(0)
+  r = u32[64] custom-call(p), custom_call_target="cu_threefry2x32_ffi"
+  c = f32[64] convert(r)
+  b = s32[64] bitcast-convert(c)
+  n = f32[64] negate(p)
+  q = f32[8,8] bitcast(n)
+  ROOT t = (f32[64], s32[64], f32[8,8]) tuple(c, b, q)
+}""")
+    pairs = 0
+    for program in (Program.from_module(module), Program.from_module(small)):
+        for graph in program.graphs.values():
+            for producer in graph.nodes():
+                for consumer in producer.users:
+                    asked = evaluate(pf.HEAD_RULES, Candidate(producer, consumer, None, {})).allowed
+                    assert pf.head_rules_pass(producer, consumer) == asked, (producer.name, consumer.name)
+                    pairs += 1
+        root = program.entry.root
+        for op in root.operands:  # the root as producer (of a pair no graph has)
+            assert not pf.head_rules_pass(root, op) and not evaluate(pf.HEAD_RULES, Candidate(root, op, None, {})).allowed
+    assert pairs > 1000
+
+
+def test_runtimes_of_removed_consumers_equal_the_sums_over_every_removed_node(monkeypatch):
+    """ComputeRuntimesOfRemovedConsumers, which looks the removed nodes up from the smaller
+    side, gives what summing over every consumer and the producer in order gives."""
+    from hlofuse.cost.model import KERNEL_LAUNCH_OVERHEAD
+    from hlofuse.passes import priority_fusion as passes_pf
+    from hlofuse.pipeline import Options, replay
+
+    run_class = passes_pf.PriorityFusionRun
+    real = run_class._removed_consumer_runtimes
+    seen = {"operands": 0}
+
+    def checked(self, producer, consumers):
+        expected = {}
+        for uid in self._new_consumers:
+            if uid not in self._key:
+                continue
+            operand = self._nodes.get(uid) or self._to_update.get(uid)
+            original = self.model.cached_fused_times(operand)
+            if original is None:
+                continue
+            unfused = fused = 0
+            for node in list(consumers) + [producer]:
+                if node.uid in original:
+                    fused += original[node.uid]
+                    runtime = self.model.cached_runtime(node)
+                    unfused += runtime.exec_time if runtime is not None else 0
+            own = self.model.cached_runtime(operand)
+            expected[uid] = (unfused + (own.exec_time if own is not None else 0) + KERNEL_LAUNCH_OVERHEAD, fused)
+        real(self, producer, consumers)
+        assert {uid: self._removed[uid] for uid in expected} == expected
+        seen["operands"] += len(expected)
+
+    monkeypatch.setattr(run_class, "_removed_consumer_runtimes", checked)
+    module, options = _generated("priority", 1000)
+    replay(module, Options(**options))
+    assert seen["operands"] > 100, seen
+
+
+def test_priority_fusion_fusibility_of_fusions_asked_in_either_order():
+    """is_pf_fusible looks at a kLoop/kInput fusion's kind before its instructions; for every
+    node of a module with loop, custom, elementwise-custom and Triton fusions it agrees with
+    PriorityFusion's IsFusible written out in XLA's order."""
+    from hlofuse.gpu.properties import is_elementwise, is_fusible
+
+    def written_out(node):
+        if not is_fusible(node):
+            return False
+        if is_elementwise(node) or pf.is_fusible_bitcast(node):
+            return True
+        if node.opcode == "fusion":
+            return node.fusion_kind != "kCustom" or pf.is_generic_triton_fusion(node)
+        return node.opcode in pf._PF_FUSIBLE_OPCODES
+
+    program = Program.from_module(hlofuse.loads("""HloModule t
+elementwise {
+  a = f32[64] parameter(0)
+  ROOT n = f32[64] negate(a)
+}
+reducing {
+  a = f32[64,8] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[64] reduce(a, z), dimensions={1}, to_apply=add
+}
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  p = f32[64] parameter(0)
+  m = f32[64,8] parameter(1)
+  l = f32[64] fusion(p), kind=kLoop, calls=elementwise
+  c = f32[64] fusion(l), kind=kCustom, calls=elementwise
+  r = f32[64] fusion(m), kind=kCustom, calls=reducing
+  t = f32[64] fusion(m), kind=kCustom, calls=reducing, backend_config={"fusion_backend_config":{"kind":"__triton","block_level_fusion_config":{"output_tiles":[{"sizes":["64"]}],"num_warps":"4"}}}
+  i = f32[64] fusion(m), kind=kInput, calls=reducing
+  b = s32[64] bitcast-convert(p)
+  ROOT u = (f32[64], f32[64], f32[64], f32[64], s32[64]) tuple(c, r, t, i, b)
+}"""))
+    nodes = list(program.entry.nodes())
+    assert [pf.is_pf_fusible(n) for n in nodes] == [written_out(n) for n in nodes]
+    assert {n.name for n in nodes if pf.is_pf_fusible(n)} >= {"l", "c", "t", "i"}
+    assert not pf.is_pf_fusible(program.entry.get("r"))

@@ -138,7 +138,7 @@ class GpuHloCostAnalysis:
     Call `revisit(node)` after a node changed (a fusion that absorbed a producer keeps its
     identity), as XLA's PriorityFusion calls RevisitInstruction."""
 
-    def __init__(self, profile: OpProfile, concat_penalty: bool = True):
+    def __init__(self, profile: OpProfile, concat_penalty: bool = True, by_structure: bool = False):
         self.profile = profile
         #: XLA prices a concatenate along a minor dimension whose first operand is not
         #: 32-aligned at 400 flops per element (a tuning constant); False prices it at 6.
@@ -146,6 +146,10 @@ class GpuHloCostAnalysis:
         self._props: dict[int, tuple[tuple, Properties]] = {}
         self._fusions: dict[int, FusionInfo] = {}
         self._reducer_flops: dict[str, float] = {}
+        #: `by_structure`: a fusion's properties and utilisations by (kind, body structure),
+        #: in post-order positions (_analyse_fusion_by_structure); None when not asked for (a
+        #: subclass that edits the properties it gets must not share them).
+        self._by_structure: dict[tuple, tuple] | None = {} if by_structure else None
 
     # -- public queries ------------------------------------------------------------------
     def properties(self, node: Node) -> Properties:
@@ -218,8 +222,45 @@ class GpuHloCostAnalysis:
 
     def _analyse(self, node: Node) -> Properties:
         if node.opcode == "fusion" and node.fused is not None:
+            if self._by_structure is not None:
+                return self._analyse_fusion_by_structure(node)
             return self._analyse_fusion(node)
         return self._instruction(node)
+
+    def _analyse_fusion_by_structure(self, fusion: Node) -> Properties:
+        """_analyse_fusion, remembered by the fusion's kind and body structure (what it reads:
+        hlofuse.cost.structure.body_key spells out every fused instruction, its shape,
+        attributes, reducer and operands): the layers of a model fuse the same kernels again
+        and again.  The utilisations are kept by post-order position and handed to this
+        fusion's own instructions; the values are shared, never edited after analysis."""
+        from .structure import body_key
+
+        body = fusion.fused
+        key = (fusion.fusion_kind, body_key(body))
+        order = body.post_order()
+        found = self._by_structure.get(key)
+        if found is None:
+            before = self._fusions.get(fusion.uid)
+            props = self._analyse_fusion(fusion)
+            info = self._fusions.get(fusion.uid)
+            if info is None or info is before:  # (a custom fusion costed as its gather or scatter)
+                self._by_structure[key] = (props, None)
+                return props
+            position = {n.uid: i for i, n in enumerate(order)}
+            self._by_structure[key] = (props, (
+                [info.props[n.uid] for n in order],
+                [tuple(position[r] for r in info.roots[n.uid]) for n in order],
+                [info.root_utilization[n.uid] for n in order]))
+            return props
+        props, positional = found
+        if positional is not None:
+            inner, roots, utilization = positional
+            uids = [n.uid for n in order]
+            self._fusions[fusion.uid] = FusionInfo(
+                dict(zip(uids, inner)),
+                {uid: dict.fromkeys([uids[j] for j in mine]) for uid, mine in zip(uids, roots)},
+                dict(zip(uids, utilization)))
+        return props
 
     def _instruction(self, node: Node) -> Properties:
         """HloCostAnalysis::Preprocess, then the opcode's handler."""

@@ -183,7 +183,7 @@ class GpuPerformanceModel:
     def __init__(self, device: DeviceSpec, config: GpuConfig | None = None, concat_penalty: bool = True):
         self.device = device
         self.config = config or GpuConfig(device, ERA_PRIORITY)
-        self.cost = GpuHloCostAnalysis(profile_for(device), concat_penalty=concat_penalty)
+        self.cost = GpuHloCostAnalysis(profile_for(device), concat_penalty=concat_penalty, by_structure=True)
         self._analysis: dict[int, FusionAnalysis] = {}
         self._pair_analysis: dict[tuple[int, int], FusionAnalysis] = {}
         self._runtime: dict[int, RunTime] = {}
@@ -196,8 +196,9 @@ class GpuPerformanceModel:
         #: Run times by structure (hlofuse.cost.structure): the layers of a model repeat the
         #: same kernels and pairs.  Never invalidated: a key names what the answer depends on.
         self._by_structure: dict[tuple, tuple] = {}
-        #: node keys by uid, with the state they were made from (structure.node_key)
-        self._node_keys: dict[int, tuple] = {}
+        #: node and pair keys, with the state they were made from, and the numbers standing
+        #: for key tuples (structure.node_key, pair_key)
+        self._node_keys: dict = {}
 
     # -- analyses ------------------------------------------------------------------------
     def analysis(self, node: Node) -> FusionAnalysis:

@@ -31,7 +31,10 @@ def node_key(node: "Node", known: dict | None = None) -> tuple:
     position where that operand first appears (a value read twice is read once).
 
     `known`: keys already made, by uid, kept with what they were made from (the node's edit
-    count, which counts operand changes, its body's version and its attributes)."""
+    count, which counts operand changes, its body's version and its attributes).  With it, a
+    key is a small number standing for the tuple (equal tuples, equal numbers, within one
+    `known`): callers look keys up again and again, and a nested tuple of shapes is hashed
+    anew on every lookup."""
     if known is None:
         return _node_key(node)
     body = node.fused
@@ -39,9 +42,16 @@ def node_key(node: "Node", known: dict | None = None) -> tuple:
     found = known.get(node.uid)
     if found is not None and found[0] == state:
         return found[1]
-    key = _node_key(node)
+    numbers = known.get(_NUMBERS)
+    if numbers is None:
+        numbers = known[_NUMBERS] = {}
+    key = numbers.setdefault(_node_key(node), len(numbers))
     known[node.uid] = (state, key)
     return key
+
+
+#: Where a `known` dict keeps its numbers for key tuples (node_key).
+_NUMBERS = "numbers"
 
 
 def _node_key(node: "Node") -> tuple:
@@ -56,7 +66,25 @@ def _node_key(node: "Node") -> tuple:
 def pair_key(producer: "Node", consumer: "Node", known: dict | None = None) -> tuple:
     """`producer` and `consumer` as a pair: both node keys and how they are wired: for each of
     the consumer's operands, whether it is the producer (or which of its outputs, through a
-    get-tuple-element) or the first of the producer's operands that is the same value."""
+    get-tuple-element) or the first of the producer's operands that is the same value.
+
+    `known`: as for node_key; pair keys are kept there too (under ("pair", uids)), valid while
+    neither node's operands changed (their edit counts) and both node keys hold."""
+    if known is None:
+        return _pair_key(producer, consumer, node_key(producer), node_key(consumer))
+    p_key = node_key(producer, known)
+    c_key = node_key(consumer, known)
+    slot = ("pair", producer.uid, consumer.uid)
+    found = known.get(slot)
+    if found is not None and found[0] == producer.edits and found[1] == consumer.edits \
+            and found[2] == p_key and found[3] == c_key:
+        return found[4]
+    key = _pair_key(producer, consumer, p_key, c_key)
+    known[slot] = (producer.edits, consumer.edits, p_key, c_key, key)
+    return key
+
+
+def _pair_key(producer: "Node", consumer: "Node", p_key: tuple, c_key: tuple) -> tuple:
     in_producer: dict[int, int] = {}
     for i, op in enumerate(producer.operands):
         in_producer.setdefault(op.uid, i)
@@ -68,7 +96,7 @@ def pair_key(producer: "Node", consumer: "Node", known: dict | None = None) -> t
             wiring.append(("G", op.attr("index")))
         else:
             wiring.append(in_producer.get(op.uid, -1))
-    return node_key(producer, known), node_key(consumer, known), tuple(wiring)
+    return p_key, c_key, tuple(wiring)
 
 
 def _attrs_key(node: "Node", fused: bool) -> tuple:
@@ -83,6 +111,13 @@ def _attrs_key(node: "Node", fused: bool) -> tuple:
             value = _reducer_key(node, value)
         out.append((name, value))
     return tuple(out)
+
+
+def body_key(body) -> tuple:
+    """A fused body by structure: every instruction (opcode, shape, attributes, a reducer by
+    its instructions, literal, operands by post-order position), the root's position and the
+    parameter count; a small number within a program.  Kept per version of the body."""
+    return _body_key(body)
 
 
 def _body_key(body) -> tuple:

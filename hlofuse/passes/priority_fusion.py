@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING
 from .. import fusion_primitives as fp
 from ..cost import GpuPerformanceModel
 from ..cost import durations as dur
-from ..cost.fusion_analysis import FUSION_KIND_OF_EMITTER, TRITON
+from ..cost.fusion_analysis import FUSION_KIND_OF_EMITTER, REDUCTION, TRITON
 from ..cost.model import KERNEL_LAUNCH_OVERHEAD, RunTimes
+from ..cost.structure import pair_key
 from ..decision import Decision
 from ..gpu.config import ERA_PRIORITY, GpuConfig
 from ..gpu.fusible import fusible_computations
@@ -54,6 +55,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..pipeline import Context
 
 PASS_NAME = "priority-fusion"
+#: Where PF-REDUCTION-TO-LOOP and PF-CODE-DUPLICATION sit in pf.CAN_FUSE_TAIL.
+_REDUCTION_TO_LOOP_AT = pf.CAN_FUSE_TAIL.index("PF-REDUCTION-TO-LOOP")
+_CODE_DUPLICATION_AT = pf.CAN_FUSE_TAIL.index("PF-CODE-DUPLICATION")
 INF = math.inf
 
 
@@ -132,6 +136,8 @@ class PriorityFusionRun:
         self._nodes: dict[int, "Node"] = {}
         self._can_fuse: dict[tuple[int, int], Outcome] = {}
         self._can_fuse_keys: dict[int, set[tuple[int, int]]] = {}
+        #: CanFuse verdicts past the head rules by pair structure (_evaluate_can_fuse)
+        self._verdicts: dict[tuple, "Outcome | tuple"] = {}
         self._to_update: dict[int, "Node"] = {}
         self._new_consumers: dict[int, list["Node"]] = {}
         self._removed: dict[int, tuple[float, float]] = {}
@@ -263,11 +269,53 @@ class PriorityFusionRun:
         key = (producer.uid, consumer.uid)
         outcome = self._can_fuse.get(key)
         if outcome is None:
-            outcome = evaluate(pf.rules_for(producer, consumer), self.candidate(producer, consumer), self.relaxed)
+            outcome = self._evaluate_can_fuse(producer, consumer)
             self._can_fuse[key] = outcome
             self._can_fuse_keys.setdefault(producer.uid, set()).add(key)
             self._can_fuse_keys.setdefault(consumer.uid, set()).add(key)
         return outcome
+
+    def _evaluate_can_fuse(self, producer: "Node", consumer: "Node") -> Outcome:
+        """CanFuse's rules.  Past the head rules (root, fusibility: cheap, and about where the
+        nodes sit), the common list's verdict is a function of the pair's structure
+        (hlofuse.cost.structure.pair_key: what each rule reads, the fused bodies, the wiring),
+        so it is remembered by that key: the layers of a model ask the same pairs again and
+        again.  A refusal's facts name this very pair, so only the verdict (which rule, which
+        relaxed rules) is remembered and the refusing rule is asked again for its facts.  Not
+        remembered: Triton pairs (their tiling search sets the pair's fused time as a side
+        effect) and in-place consumers (their rules compare index values, which the key
+        leaves out)."""
+        rules = pf.rules_for(producer, consumer)
+        if rules is not pf.CAN_FUSE_RULES_NOT_IN_PLACE or not pf.head_rules_pass(producer, consumer):
+            return evaluate(rules, self.candidate(producer, consumer), self.relaxed)
+        candidate = self.candidate(producer, consumer)
+        structure = pair_key(producer, consumer, self.model._node_keys)
+        verdict = self._verdicts.get(structure)
+        if verdict is None:
+            outcome = evaluate(pf.CAN_FUSE_TAIL, candidate, self.relaxed)
+            self._verdicts[structure] = outcome if outcome.allowed else (outcome.blocked_by, outcome.relaxed)
+            return outcome
+        if type(verdict) is Outcome:
+            self._read_as_the_rules_do(producer, consumer, len(pf.CAN_FUSE_TAIL))
+            return verdict
+        blocked_by, relaxed = verdict
+        self._read_as_the_rules_do(producer, consumer, pf.CAN_FUSE_TAIL.index(blocked_by.id))
+        facts = blocked_by.check(candidate)
+        if facts is None:  # (cannot happen while the key holds all the rule reads)
+            return evaluate(rules, candidate, self.relaxed)
+        return Outcome(blocked_by, dict(facts), relaxed)
+
+    def _read_as_the_rules_do(self, producer: "Node", consumer: "Node", asked: int) -> None:
+        """What the first `asked` rules of CAN_FUSE_TAIL read from the model's caches, read
+        again for a remembered verdict.  The cost analysis keeps a node's properties as first
+        computed until the node is revisited (XLA's HloCostAnalysis), so when they are first
+        computed is part of the replay: a verdict remembered must not move that moment."""
+        model = self.model
+        if asked > _REDUCTION_TO_LOOP_AT and model.analysis(producer).kind == REDUCTION:
+            model.pair_kind(producer, consumer)
+        if asked > _CODE_DUPLICATION_AT:
+            model.cost.properties(consumer)
+            model.cost.properties(producer)
 
     def _refusal_for_all_users(self, producer: "Node") -> tuple[str, "Node | None", Outcome | None] | None:
         """CanFuseWithAllNonBitcastUsers: None, or (XLA's reason, the refusing user, its outcome)."""
@@ -335,22 +383,31 @@ class PriorityFusionRun:
 
     def _removed_consumer_runtimes(self, producer: "Node", consumers: list["Node"]) -> None:
         """ComputeRuntimesOfRemovedConsumers: what the operands of the new fusions had priced
-        for the consumers that are gone (for the incremental priority update)."""
-        for uid, _ in self._new_consumers.items():
+        for the consumers that are gone (for the incremental priority update).  A producer
+        fused into thousands of users makes thousands of operands to update: each finds the
+        removed nodes it priced from the smaller side, then adds them up in XLA's order (the
+        consumers, then the producer)."""
+        removed = None
+        for uid in self._new_consumers:
             if uid not in self._key:
                 continue
             operand = self._nodes.get(uid) or self._to_update.get(uid)
             original = self.model.cached_fused_times(operand)
             if original is None:
                 continue
+            if removed is None:
+                removed = {node.uid: (i, node) for i, node in enumerate(list(consumers) + [producer])}
+            if len(original) < len(removed):
+                priced = [node for _, node in sorted(removed[u] for u in original if u in removed)]
+            else:
+                priced = [node for u, (_, node) in removed.items() if u in original]
             removed_unfused = 0
             removed_fused = 0
-            for node in list(consumers) + [producer]:
-                if node.uid in original:
-                    removed_fused += original[node.uid]
-                    runtime = self.model.cached_runtime(node)
-                    if runtime is not None:
-                        removed_unfused += runtime.exec_time
+            for node in priced:
+                removed_fused += original[node.uid]
+                runtime = self.model.cached_runtime(node)
+                if runtime is not None:
+                    removed_unfused += runtime.exec_time
             own = self.model.cached_runtime(operand)
             removed_unfused += (own.exec_time if own is not None else 0) + KERNEL_LAUNCH_OVERHEAD
             self._removed[uid] = (removed_unfused, removed_fused)

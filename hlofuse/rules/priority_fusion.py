@@ -42,7 +42,8 @@ from ..gpu.triton_support import triton_support as _triton_support
 from . import XLA_COMMITS, Candidate, XlaRef, objection, rule
 from . import gpu_fusible, instruction_fusion  # noqa: F401  (registers the shared rules asked below)
 from .candidates import PriorityCandidate
-from .instruction_fusion import IN_PLACE_RULES, in_place_pairs
+from .instruction_facts import updates_in_place
+from .instruction_fusion import IN_PLACE_RULES
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..cost import GpuPerformanceModel
@@ -120,10 +121,12 @@ def is_pf_fusible(node: "Node") -> bool:
     one of the data-movement ops the emitters inline."""
     if not hlo_is_fusible(node):
         return False
+    if node.opcode == "fusion":
+        # (a kLoop/kInput fusion first: an elementwise fusion, whose every instruction would
+        # be looked at, passes either way)
+        return node.fusion_kind != "kCustom" or is_elementwise(node) or is_generic_triton_fusion(node)
     if is_elementwise(node) or is_fusible_bitcast(node):
         return True
-    if node.opcode == "fusion":
-        return node.fusion_kind != "kCustom" or is_generic_triton_fusion(node)
     return node.opcode in _PF_FUSIBLE_OPCODES
 
 
@@ -644,6 +647,13 @@ BUDGET_RULES = ("GF-SHARED-MEMORY-BUDGET", "GF-UNNESTED-REDUCTIONS-BUDGET", "GF-
 HEAD_RULES = ("PF-ROOT-PRODUCER", "PF-PRODUCER-NOT-FUSIBLE", "PF-CONSUMER-NOT-FUSIBLE")
 
 
+def head_rules_pass(producer: "Node", consumer: "Node") -> bool:
+    """None of HEAD_RULES objects (their checks, without building a candidate: asked for every
+    pair PriorityFusion considers)."""
+    graph = producer.graph
+    return (graph is None or graph.root is not producer) and is_pf_fusible(producer) and is_pf_fusible(consumer)
+
+
 #: PriorityFusionQueue::CanFuse when no generic Triton fusion is involved.
 CAN_FUSE_RULES = (HEAD_RULES + ("PF-BITCAST-CONSUMER",) + SCATTER_RULES + ("PF-REDUCE-INTO-REDUCE", "PF-REDUCTION-TO-LOOP")
                   + BUDGET_RULES + ("PF-CODE-DUPLICATION",) + IN_PLACE_RULES)
@@ -651,12 +661,14 @@ CAN_FUSE_RULES = (HEAD_RULES + ("PF-BITCAST-CONSUMER",) + SCATTER_RULES + ("PF-R
 #: object there (InstructionFusion::ShouldFuseInPlaceOp has no in-place buffer to check), and
 #: they are asked for nearly every pair.
 CAN_FUSE_RULES_NOT_IN_PLACE = tuple(r for r in CAN_FUSE_RULES if r not in IN_PLACE_RULES)
+#: CAN_FUSE_RULES_NOT_IN_PLACE after the head rules (those about the pair's structure alone).
+CAN_FUSE_TAIL = CAN_FUSE_RULES_NOT_IN_PLACE[len(HEAD_RULES):]
 
 
 def can_fuse_rules(consumer: "Node | None" = None) -> tuple[str, ...]:
     """PriorityFusionQueue::CanFuse when no generic Triton fusion is involved (given a consumer
     that updates nothing in place, without the in-place rules, which cannot object to it)."""
-    if consumer is not None and not in_place_pairs(consumer):
+    if consumer is not None and not updates_in_place(consumer):
         return CAN_FUSE_RULES_NOT_IN_PLACE
     return CAN_FUSE_RULES
 
