@@ -12,7 +12,6 @@ An input is a path (an HLO file, a `--xla_dump_to` folder, "-" for stdin), a fol
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -164,19 +163,14 @@ def explain_resolved(resolved: ResolvedInput, *, relax: Sequence[str] = (), xla_
                      source=None, triage=None) -> ExplainReport:
     """Explain a resolved input, then triage it (`triage`: TriageOptions, default ones when
     None); the kernel counts and why they differ added."""
-    from . import result_cache
     from .collector import collector_paused
     from .explain import explain as explain_module
     from .triage import TriageOptions, triage as triage_explanation
 
     with collector_paused():  # both build graphs of the module; the triage takes its cycles apart
-        start, saved = time.perf_counter(), result_cache.replay_seconds_saved()
         ex = explain_module(resolved.module, dump=resolved.dump_context(), relax=tuple(relax), xla_flags=xla_flags,
                             detection=resolved.detection)
-        # the explanation's replay took at most this: what each predicted fix's replay costs (a
-        # replay read from the cache counts what it cost when it ran, so the choice is the same)
-        took = time.perf_counter() - start + result_cache.replay_seconds_saved() - saved
-        ex = triage_explanation(ex, triage or TriageOptions(), tuple(xla_flags), replay_seconds=took)
+        ex = triage_explanation(ex, triage or TriageOptions(), tuple(xla_flags))
     kernel_counts = explained_counts(resolved, ex)
     ex = replace(ex, notes=ex.notes + tuple(counts.differences(kernel_counts)))
     return ExplainReport(ex, resolved, tuple(kernel_counts), source)

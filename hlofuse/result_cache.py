@@ -32,7 +32,6 @@ import hashlib
 import io
 import os
 import pickle
-import time
 import zlib
 from dataclasses import fields, replace
 from pathlib import Path
@@ -49,7 +48,6 @@ MIN_PARSE_BYTES = 256 * 1024
 MAX_BYTES = 2 * 1024**3
 _SOURCE_KEY = "_hlofuse_source_key"
 
-_saved = [0.0]
 _bypassed: contextvars.ContextVar[bool] = contextvars.ContextVar("hlofuse_cache_bypassed", default=False)
 
 
@@ -130,19 +128,10 @@ def cached_replay(module, options, progress=None):
         return replay(module, options, progress)
     kept = _load(key)
     if kept is not None:
-        result, seconds = kept
-        _saved[0] += seconds
-        return replace(result, input=module)  # the input is the caller's module, not stored twice
-    start = time.perf_counter()
+        return replace(kept, input=module)  # the input is the caller's module, not stored twice
     result = replay(module, options, progress)
-    _store(key, (replace(result, input=None), time.perf_counter() - start))
+    _store(key, replace(result, input=None))
     return result
-
-
-def replay_seconds_saved() -> float:
-    """Seconds the replays read from the cache by this process took when they ran: what
-    decides by a replay's cost (whether to predict fixes) decides as it would without a cache."""
-    return _saved[0]
 
 
 # ------------------------------------------------------------------------------------------

@@ -37,12 +37,15 @@ __all__ = [
 ]
 
 #: Without --predict/--no-predict, fixes are predicted (one replay per relaxable rule) when the
-#: module before fusion has at most this many instructions (a replay of 20k instructions takes
-#: a few seconds on the CPU pipeline and about 10 s on priority fusion) and the replays are
-#: expected to take at most PREDICT_BUDGET_SECONDS (each about as long as the explanation's
-#: own replay, shared among the processes that run them).
+#: module before fusion has at most this many instructions and the replays are modelled to take
+#: at most PREDICT_BUDGET_SECONDS one after another.  The model is a fixed cost per instruction
+#: (REPLAY_US_PER_INSTRUCTION), not the time this machine took: the same input gets the same
+#: explanation on any machine at any load.
 PREDICT_MAX_INSTRUCTIONS = 20_000
 PREDICT_BUDGET_SECONDS = 60.0
+#: CPU µs per instruction of a replay, by pipeline: bench/replay_speed.py at 100k instructions on
+#: the 2-core development machine (2026-11-25), rounded up.
+REPLAY_US_PER_INSTRUCTION = {"priority": 330.0, "legacy": 230.0, "cpu": 90.0}
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,8 @@ class TriageOptions:
     predict_top: int | None = 10
 
 
-def triage(ex, options: TriageOptions = TriageOptions(), xla_flags: tuple[str, ...] = (),
-           replay_seconds: float | None = None):
-    """The explanation with its kernels and boundaries priced, its groups, and predictions.
-    `replay_seconds`: how long the explanation's replay took (at most), to keep automatic
-    predictions within PREDICT_BUDGET_SECONDS."""
+def triage(ex, options: TriageOptions = TriageOptions(), xla_flags: tuple[str, ...] = ()):
+    """The explanation with its kernels and boundaries priced, its groups, and predictions."""
     target = target_for(ex.backend, ex.pipeline, ex.gpu, options.cpu)
     if target is None or ex.fused_module is None:
         groups = group_boundaries(ex.boundaries, {c.name: c.runs or 1 for c in ex.computations}, None)
@@ -82,15 +82,14 @@ def triage(ex, options: TriageOptions = TriageOptions(), xla_flags: tuple[str, .
     boundaries = [replace(b, modelled_us=c.us, cost=c) for b, c in zip(ex.boundaries, costs)]
     groups = group_boundaries(boundaries, cost.runs, cost.total_us)
     start = time.perf_counter()
-    changes, status = _predict(ex, groups, boundaries, cost, target, options, xla_flags, replay_seconds)
+    changes, status = _predict(ex, groups, boundaries, cost, target, options, xla_flags)
     took = time.perf_counter() - start if changes else None
     groups, boundaries = _with_predictions(ex, groups, boundaries, cost, changes)
     return replace(ex, kernels=tuple(kernels), boundaries=tuple(boundaries), groups=tuple(groups), cost=cost,
                    predictions=status, prediction_seconds=took, fused_program=None)
 
 
-def _predict(ex, groups, boundaries, cost, target, options: TriageOptions, xla_flags,
-             replay_seconds: float | None = None) -> tuple[dict, str]:
+def _predict(ex, groups, boundaries, cost, target, options: TriageOptions, xla_flags) -> tuple[dict, str]:
     """Replays for the relaxable rules and XLA options the groups ask about."""
     variants: dict[str, Variant] = {}
     for g in groups if options.predict_top is None else groups[:options.predict_top]:
@@ -112,19 +111,24 @@ def _predict(ex, groups, boundaries, cost, target, options: TriageOptions, xla_f
     if options.predict is None and size > PREDICT_MAX_INSTRUCTIONS:
         return {}, (f"not predicted: the module before fusion has {size:,} instructions (more than "
                     f"{PREDICT_MAX_INSTRUCTIONS:,}); --predict replays it {len(variants)} more time(s)")
-    if options.predict is None and replay_seconds is not None:
-        from .fixes import parallel_jobs
-
-        jobs = options.jobs or parallel_jobs(len(variants))
-        expected = len(variants) * replay_seconds / max(jobs, 1)
+    if options.predict is None:
+        each = modelled_replay_seconds(size, ex.pipeline)
+        expected = len(variants) * each
         if expected > PREDICT_BUDGET_SECONDS:
-            return {}, (f"not predicted: {len(variants)} replay(s) of about {replay_seconds:.0f} s each would "
+            return {}, (f"not predicted: {len(variants)} replay(s) of about {each:.0f} s each would "
                         f"take about {expected:.0f} s; --predict runs them")
     baseline = cost if ex.stage == "replayed" else None
     changes = predict_changes(result, tuple(xla_flags), target, list(variants.values()), baseline, options.jobs)
     which = "every group" if options.predict_top is None or options.predict_top >= len(groups) else \
         f"the {options.predict_top} costliest groups"
     return changes, f"predicted for {which} by {len(variants)} replay(s)"
+
+
+def modelled_replay_seconds(instructions: int, pipeline: str | None) -> float:
+    """What one replay of a module of `instructions` instructions is modelled to take (CPU
+    seconds on the development machine; the costliest pipeline when the pipeline is unknown)."""
+    us = REPLAY_US_PER_INSTRUCTION.get(pipeline or "", max(REPLAY_US_PER_INSTRUCTION.values()))
+    return instructions * us / 1e6
 
 
 def _with_predictions(ex, groups, boundaries, cost, changes):
