@@ -143,6 +143,9 @@ class Emitter:
         #: when a list: every reduction emitted outside another's loop is noted there as
         #: (frame, instruction, index), for kernel.py to hoist out of inner loops
         self.reduce_requests: list | None = None
+        #: (frame, while, k, index) → element k of that loop's final state, where a loop
+        #: kernel runs nested loops (execute/loop.py)
+        self.nested_loops: Callable | None = None
 
     # -- text -----------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -232,6 +235,13 @@ class Emitter:
         the given values."""
         comp = self.module[comp_name.lstrip("%")]
         return Frame(comp, lambda number, index: values[number])
+
+    def while_element(self, frame: Frame, instr: ir.Instruction, k: int, index: list[Idx]) -> list[str]:
+        """Element k of a while loop's final state; only a loop kernel (execute/loop.py)
+        runs loops inside a kernel."""
+        if self.nested_loops is not None:
+            return self.nested_loops(frame, instr, k, index)
+        raise EmitError(f"kernel {self.kernel}: the generator cannot emit while ({instr.name}) as per-element code")
 
     def apply(self, comp_name: str, values: list[list[str]]) -> list[str]:
         frame = self.call_frame(comp_name, values)
@@ -961,16 +971,27 @@ def leaf_offset(shape: ir.Shape, k: int) -> tuple[int, int]:
 
 @emits("get-tuple-element")
 def _gte(em, frame, instr, index):
-    k = attrs.integer(instr, "index", 0)
-    source = frame.comp[instr.operands[0]]
+    return tuple_element(em, frame, instr.operands[0], attrs.integer(instr, "index", 0), index)
+
+
+def tuple_element(em: Emitter, frame: Frame, name: str, k: int, index: list[Idx]) -> list[str]:
+    """Element k of tuple-shaped instruction `name` at `index`, followed to where it is made
+    (a tuple's operand, a bound state element, a multi-output fusion's output, a nested while
+    loop's state), so that elements of different shapes are each read at their own index."""
+    source = frame.comp[name]
     if source.opcode == "tuple":
         return em.value(frame, source.operands[k], index)
     if source.opcode == "parameter" and frame.bind_element is not None:
         return frame.bind_element(source.parameter_number, k, index)
+    if source.opcode == "while":
+        return em.while_element(frame, source, k, index)
     if source.opcode in ("fusion", "call"):
         inner = _inner_frame(em, frame, source)
-        if inner.comp.root.opcode == "tuple":  # a multi-output fusion: outputs differ in shape
-            return em.value(inner, inner.comp.root.operands[k], index)
+        root = inner.comp.root
+        if root.opcode == "tuple":  # a multi-output fusion: outputs differ in shape
+            return em.value(inner, root.operands[k], index)
+        if root.opcode == "while":  # a call wrapping a loop (XLA:CPU's small calls)
+            return em.while_element(inner, root, k, index)
     start, count = leaf_offset(source.shape, k)
     return em.value(frame, source.name, index)[start:start + count]
 
@@ -1002,7 +1023,10 @@ def _inner_frame(em: Emitter, frame: Frame, instr: ir.Instruction) -> Frame:
     def bind(number: int, idx: list[Idx]) -> list[str]:
         return em.value(frame, operands[number], idx if shapes[number].dims else [])
 
-    em.frames[key] = Frame(comp, bind)
+    def bind_element(number: int, k: int, idx: list[Idx]) -> list[str]:
+        return tuple_element(em, frame, operands[number], k, idx)
+
+    em.frames[key] = Frame(comp, bind, bind_element=bind_element)
     return em.frames[key]
 
 

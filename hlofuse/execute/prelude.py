@@ -51,8 +51,8 @@ HF_FN T hf_clz_##T(T a) { return (U)a == 0 ? (T)BITS : (T)(HF_CLZ64((u64)(U)a) -
 #define HF_UNSIGNED_OPS(T, S, W, BITS) \
 HF_FN T hf_div_##T(T a, T b) { return b == 0 ? (T)-1 : (T)(a / b); } \
 HF_FN T hf_rem_##T(T a, T b) { return b == 0 ? a : (T)(a % b); } \
-HF_FN T hf_shl_##T(T a, T b) { return (b >= BITS) ? (T)0 : (T)((W)a << b); } \
-HF_FN T hf_shrl_##T(T a, T b) { return (b >= BITS) ? (T)0 : (T)(a >> b); } \
+HF_FN T hf_shl_##T(T a, T b) { return (T)((T)((W)a << (b & (BITS - 1))) & (T)((T)0 - (T)(b < BITS))); } \
+HF_FN T hf_shrl_##T(T a, T b) { return (T)((T)(a >> (b & (BITS - 1))) & (T)((T)0 - (T)(b < BITS))); } \
 HF_FN T hf_shra_##T(T a, T b) { return (b >= BITS) ? (T)(((S)a < 0) ? -1 : 0) : (T)((S)a >> b); } \
 HF_FN T hf_pow_##T(T a, T b) { W r = 1, x = a; while (b) { if (b & 1) r = r * x; x = x * x; b >>= 1; } return (T)r; } \
 HF_FN T hf_popcnt_##T(T a) { return (T)HF_POPCOUNT64((u64)a); } \
