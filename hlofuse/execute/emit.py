@@ -437,7 +437,7 @@ def _bitcast_convert(em, frame, instr, index):
     x = em.one(frame, instr.operands[0], index)
     if src == dst:
         return [x]
-    u = em.fresh("u")
+    u = em.fresh("bits")  # not "u": u8, u16, u32 and u64 are type names
     em.line(f"union {{ {ctype(src)} from; {ctype(dst)} to; }} {u}; {u}.from = {x};")
     return [em.let(dst, f"{u}.to")]
 
@@ -488,7 +488,7 @@ def _bitcast(em, frame, instr, index):
     value = em.one(frame, instr.operands[0], delinear(offset, src.dims, src.minor_to_major, em.ranges, em.var))
     if src.element_type == instr.shape.element_type:
         return [value]
-    u = em.fresh("u")  # same width, other type: reinterpret the bits
+    u = em.fresh("bits")  # same width, other type: reinterpret the bits
     em.line(f"union {{ {ctype(src.element_type)} from; {ctype(instr.shape.element_type)} to; }} {u}; "
             f"{u}.from = {value};")
     return [em.let(instr.shape.element_type, f"{u}.to")]
