@@ -146,6 +146,8 @@ class Emitter:
         #: (frame, while, k, index) → element k of that loop's final state, where a loop
         #: kernel runs nested loops (execute/loop.py)
         self.nested_loops: Callable | None = None
+        #: unsigned shifts written without a branch (prelude.py: hf_shlm, hf_shrlm)
+        self.masked_shifts = False
 
     # -- text -----------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -341,6 +343,8 @@ def _binary(em, frame, instr, index):
                       "shift-right-logical": "shrl", "shift-right-arithmetic": "shra"}.get(op)
             if helper is None:
                 raise EmitError(f"kernel {em.kernel}: {op} of {et} ({instr.name}) is not supported")
+            if em.masked_shifts and helper in ("shl", "shrl") and et.startswith("u"):
+                helper += "m"
             expr = f"hf_{helper}_{t}({a}, {b})"
     return [em.let(et, expr)]
 

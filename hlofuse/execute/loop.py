@@ -149,6 +149,8 @@ class _LoopWriter:
         self.loops: dict[tuple, tuple] = {}
         self.count = 0
         em.nested_loops = self.nested_element
+        # shift amounts here are often shared state (threefry's rotations): see prelude.py
+        em.masked_shifts = True
 
     def local(self, array: str, offset: str) -> str:
         # element-major (each row position's tile of lanes contiguous): the lane loop then
