@@ -990,7 +990,7 @@ def tuple_element(em: Emitter, frame: Frame, name: str, k: int, index: list[Idx]
     if source.opcode == "while":
         return em.while_element(frame, source, k, index)
     if source.opcode in ("fusion", "call"):
-        inner = _inner_frame(em, frame, source)
+        inner = inner_frame(em, frame, source)
         root = inner.comp.root
         if root.opcode == "tuple":  # a multi-output fusion: outputs differ in shape
             return em.value(inner, root.operands[k], index)
@@ -1011,11 +1011,11 @@ def _tuple(em, frame, instr, index):
 @emits("fusion", "call")
 def _fusion(em, frame, instr, index):
     """A nested fusion (or call) inlined: its parameters are this frame's operands."""
-    inner = _inner_frame(em, frame, instr)
+    inner = inner_frame(em, frame, instr)
     return em.value(inner, inner.comp.root_name, index)
 
 
-def _inner_frame(em: Emitter, frame: Frame, instr: ir.Instruction) -> Frame:
+def inner_frame(em: Emitter, frame: Frame, instr: ir.Instruction) -> Frame:
     """The frame of a nested fusion's computation (one per fusion, so its outputs share values)."""
     key = (frame.uid, instr.name)
     if key in em.frames:

@@ -32,7 +32,7 @@ from math import prod
 from typing import Callable
 
 from .. import ir
-from .emit import EmitError, Emitter, Frame, Idx, ctype, linear, tuple_element, _inner_frame
+from .emit import EmitError, Emitter, Frame, Idx, ctype, inner_frame, linear, tuple_element
 from .kernel import Group, KernelBody
 
 #: The largest per-element row of state kept in locals (registers on a GPU).
@@ -271,7 +271,7 @@ class _LoopWriter:
             if instr.opcode == "while":
                 self.nested(frame, instr)
             elif instr.opcode == "call":
-                self.hoist(_inner_frame(self.em, frame, instr))
+                self.hoist(inner_frame(self.em, frame, instr))
 
         visit(comp.root_name)
 
