@@ -439,6 +439,27 @@ def test_loop_plan_runs_the_rng_cartpole_as_one_kernel(folder):
         assert relative_error(g, x) <= 1e-4
 
 
+def test_loop_plan_carries_the_rng_cartpole_key_exactly():
+    """The scan's key after 100 steps (each a threefry split inside the kernel), made an
+    output of XLA:CPU's module: every bit equals the reference's."""
+    text = next((SAMPLES / "cpu" / "cartpole_a_rng").glob("*cpu_after_optimizations.txt")).read_text()
+    root = "  ROOT %while.52 = f32[2048,4]{1,0} get-tuple-element(%while.50), index=1"
+    text = text.replace(root, root.replace("ROOT ", "") + "\n  %key.out = u32[2]{0} get-tuple-element(%while.50), "
+                        "index=2\n  ROOT %out = (f32[2048,4]{1,0}, u32[2]{0}) tuple(%while.52, %key.out)")
+    text = text.replace("key.1: u32[2]) -> f32[2048,4] {", "key.1: u32[2]) -> (f32[2048,4], u32[2]) {")
+    text = text.replace("->f32[2048,4]{1,0}}", "->(f32[2048,4]{1,0}, u32[2]{0})}")
+    module = hlofuse.loads(text)
+    lowered = lower(module, loop_kernels=True, loop_tile=64)
+    assert [k.kind for k in lowered.kernels].count("loop") == 1 and not lowered.notes
+    args = inputs_for(module, 5)
+    want = leaves(evaluate(module, args))
+    runner = Runner(lowered, CpuDevice())
+    runner.set_inputs(args)
+    runner.run()
+    state, key = runner.outputs()
+    assert key.dtype == np.uint32 and np.array_equal(key, want[1]) and not np.array_equal(key, args[1])
+    assert relative_error(state, want[0]) <= 1e-4
+
 # ------------------------------------------------------------------------------------------
 # CUDA: every generated kernel compiles (nvcc, no GPU needed)
 # ------------------------------------------------------------------------------------------
