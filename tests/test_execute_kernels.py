@@ -74,6 +74,18 @@ OPS = {
   x = u32[64] parameter(0)  y = u32[64] parameter(1)
   d = u32[64] divide(x, y)  r = u32[64] remainder(x, y)  m = u32[64] multiply(x, y)  s = u32[64] shift-right-logical(x, y)
   ROOT out = (u32[64], u32[64], u32[64], u32[64]) tuple(d, r, m, s)""",
+    # shift amounts 0..79: below, at and past the bit width (XLA: 0 past it), the shifts
+    # written without a branch so that lanes with a variable amount vectorize
+    "unsigned_shifts": """
+  x8 = u8[80] parameter(0)  x16 = u16[80] parameter(1)  x32 = u32[80] parameter(2)  x64 = u64[80] parameter(3)
+  y8 = u8[80] iota(), iota_dimension=0  y16 = u16[80] iota(), iota_dimension=0
+  y32 = u32[80] iota(), iota_dimension=0  y64 = u64[80] iota(), iota_dimension=0
+  l8 = u8[80] shift-left(x8, y8)  r8 = u8[80] shift-right-logical(x8, y8)
+  l16 = u16[80] shift-left(x16, y16)  r16 = u16[80] shift-right-logical(x16, y16)
+  l32 = u32[80] shift-left(x32, y32)  r32 = u32[80] shift-right-logical(x32, y32)
+  l64 = u64[80] shift-left(x64, y64)  r64 = u64[80] shift-right-logical(x64, y64)
+  ROOT out = (u8[80], u8[80], u16[80], u16[80], u32[80], u32[80], u64[80], u64[80])
+      tuple(l8, r8, l16, r16, l32, r32, l64, r64)""",
     "compare_select_clamp_convert": """
   x = f32[40] parameter(0)  y = f32[40] parameter(1)  i = s32[40] parameter(2)
   lt = pred[40] compare(x, y), direction=LT  to = pred[40] compare(x, y), direction=GE, type=TOTALORDER
@@ -286,6 +298,167 @@ def test_loop_plan_explains_why_not():
     assert not any(k.kind == "loop" for k in lowered.kernels)
     assert any("stays a host loop" in n for n in lowered.notes)
 
+
+RNG_LOOP = """HloModule rng_loop
+
+add_u32 { a = u32[] parameter(0)  b = u32[] parameter(1)  ROOT r = u32[] add(a, b) }
+
+key_cond {
+  s = (s32[], u32[2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0  n = s32[] constant(2)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+key_body {
+  s = (s32[], u32[2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0  k = u32[2] get-tuple-element(s), index=1
+  a = u32[] constant(1664525)  ab = u32[2] broadcast(a), dimensions={}
+  c = u32[] constant(1013904223)  cb = u32[2] broadcast(c), dimensions={}
+  m = u32[2] multiply(k, ab)  mc = u32[2] add(m, cb)  rk = u32[2] reverse(k), dimensions={0}
+  nk = u32[2] xor(mc, rk)
+  one = s32[] constant(1)  ni = s32[] add(i, one)
+  ROOT t = (s32[], u32[2]) tuple(ni, nk)
+}
+round_cond {
+  s = (s32[], u32[20,3], u32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+round_body {
+  s = (s32[], u32[20,3], u32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0  w = u32[20,3] get-tuple-element(s), index=1
+  r = u32[4] get-tuple-element(s), index=2
+  r0 = u32[1] slice(r), slice={[0:1]}  r0s = u32[] reshape(r0)  rb = u32[20,3] broadcast(r0s), dimensions={}
+  k32 = u32[] constant(32)  inv = u32[] subtract(k32, r0s)  ib = u32[20,3] broadcast(inv), dimensions={}
+  l = u32[20,3] shift-left(w, rb)  rr = u32[20,3] shift-right-logical(w, ib)  rot = u32[20,3] or(l, rr)
+  io = u32[20,3] iota(), iota_dimension=1  ci = u32[] convert(i)  cib = u32[20,3] broadcast(ci), dimensions={}
+  mix = u32[20,3] add(io, cib)  nw = u32[20,3] xor(rot, mix)
+  r1 = u32[3] slice(r), slice={[1:4]}  nr = u32[4] concatenate(r1, r0), dimensions={0}
+  one = s32[] constant(1)  ni = s32[] add(i, one)
+  ROOT t = (s32[], u32[20,3], u32[4]) tuple(ni, nw, nr)
+}
+cond {
+  s = (s32[], u32[2], u32[20,3], f32[20,2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0  n = s32[] constant(7)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], u32[2], u32[20,3], f32[20,2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0  key = u32[2] get-tuple-element(s), index=1
+  w = u32[20,3] get-tuple-element(s), index=2  x = f32[20,2] get-tuple-element(s), index=3
+  z = s32[] constant(0)
+  kinit = (s32[], u32[2]) tuple(z, key)
+  kw = (s32[], u32[2]) while(kinit), condition=key_cond, body=key_body
+  split = u32[2] get-tuple-element(kw), index=1
+  KEY_UPDATE
+  k0 = u32[1] slice(nk), slice={[1:2]}  k0s = u32[] reshape(k0)  kb = u32[20,3] broadcast(k0s), dimensions={}
+  wk = u32[20,3] add(w, kb)
+  sched = u32[4] constant({13, 0, 40, 6})
+  winit = (s32[], u32[20,3], u32[4]) tuple(z, wk, sched)
+  ww = (s32[], u32[20,3], u32[4]) while(winit), condition=round_cond, body=round_body
+  nw = u32[20,3] get-tuple-element(ww), index=1
+  bits = u32[20,2] slice(nw), slice={[0:20], [1:3]}
+  nine = u32[] constant(9)  nb = u32[20,2] broadcast(nine), dimensions={}
+  sh = u32[20,2] shift-right-logical(bits, nb)
+  onef = u32[] constant(1065353216)  ob = u32[20,2] broadcast(onef), dimensions={}
+  fb = u32[20,2] or(sh, ob)  f = f32[20,2] bitcast-convert(fb)
+  fo = f32[] constant(1)  fob = f32[20,2] broadcast(fo), dimensions={}
+  u = f32[20,2] subtract(f, fob)  nx = f32[20,2] add(x, u)
+  one = s32[] constant(1)  ni = s32[] add(i, one)
+  ROOT t = (s32[], u32[2], u32[20,3], f32[20,2]) tuple(ni, nk, nw, nx)
+}
+ENTRY main {
+  i0 = s32[] constant(0)  key = u32[2] parameter(0)  w = u32[20,3] parameter(1)  x = f32[20,2] parameter(2)
+  init = (s32[], u32[2], u32[20,3], f32[20,2]) tuple(i0, key, w, x)
+  l = (s32[], u32[2], u32[20,3], f32[20,2]) while(init), condition=cond, body=body
+  a = u32[2] get-tuple-element(l), index=1  b = u32[20,3] get-tuple-element(l), index=2
+  c = f32[20,2] get-tuple-element(l), index=3
+  ROOT out = (u32[2], u32[20,3], f32[20,2]) tuple(a, b, c)
+}
+"""
+#: the key for the next step: from the key alone (shared), or mixed with the words (per element)
+SHARED_KEY = "nk = u32[2] add(split, key)"
+KEY_FROM_WORDS = ("zu = u32[] constant(0)  sum = u32[] reduce(w, zu), dimensions={0,1}, to_apply=add_u32\n"
+                  "  sb = u32[2] broadcast(sum), dimensions={}  nk = u32[2] add(split, sb)")
+
+
+@pytest.mark.parametrize("tile", [1, 8, 64])
+def test_loop_plan_keeps_shared_state_and_nested_loops_in_the_kernel(tile):
+    """An RNG key (u32[2]) beside per-element words and floats, a loop over the key alone and
+    a loop of rounds over the words with a shared schedule inside the step: one kernel whose
+    every output, integer bits and floats, equals the reference evaluator's exactly, whether
+    a CPU call takes one element, a partial tile (20 = 8 + 8 + 4) or all of them.  The rotation
+    schedule holds 0 and 40: shifts by the bit width and past it (0, as XLA defines them)
+    through the loop kernels' branch-free shifts."""
+    module = hlofuse.loads(RNG_LOOP.replace("KEY_UPDATE", SHARED_KEY))
+    lowered = lower(module, loop_kernels=True, loop_tile=tile)
+    assert [k.kind for k in lowered.kernels].count("loop") == 1 and not lowered.notes
+    assert not any(k.kind == "while" for k in lowered.kernels)
+    args = inputs_for(module, 3)
+    want = leaves(evaluate(module, args))
+    runner = Runner(lowered, CpuDevice())
+    runner.set_inputs(args)
+    runner.run()
+    got = runner.outputs()
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype and np.array_equal(g, w), f"output {k}"
+    assert not np.array_equal(got[0], args[0])  # the key moved on
+
+
+def test_loop_plan_refuses_a_key_computed_from_per_element_state():
+    module = hlofuse.loads(RNG_LOOP.replace("KEY_UPDATE", KEY_FROM_WORDS))
+    lowered = lower(module, loop_kernels=True, loop_tile=8)
+    # the step stays on the host; the rounds over the words inside it are a loop kernel
+    assert [k.label for k in lowered.kernels if k.kind == "loop"] == ["body/ww (loop kernel)"]
+    # the sum reads the words of every element: refused where it is first read, inside the
+    # lanes (at another element's index) or outside them (from per-element state)
+    assert any(n.startswith("l: stays a host loop") and "state element 2 (u32[20,3])" in n for n in lowered.notes)
+    args = inputs_for(module, 3)
+    got, _ = run_cpu(module, args)
+    for g, w in zip(got, leaves(evaluate(module, args))):
+        assert np.array_equal(g, w)
+
+
+@pytest.mark.parametrize("folder", ["cpu/cartpole_a_rng", "gpu-current-h100/cartpole_a_rng_customcall",
+                                    "gpu-legacy-rtx2080ti/cartpole_a_rng"])
+def test_loop_plan_runs_the_rng_cartpole_as_one_kernel(folder):
+    """The paper's cart-pole with JAX's RNG: the scan's key, the key split's threefry loop and
+    the uniform draw's threefry rounds all inside the one loop kernel."""
+    from hlofuse.bench import load_source
+
+    module = load_source(str(SAMPLES / folder)).after
+    lowered = lower(module, loop_kernels=True, loop_tile=64)
+    assert [k.kind for k in lowered.kernels].count("loop") == 1 and not lowered.notes
+    args = inputs_for(module, 5)
+    got, counts = run_cpu(module, args)
+    runner = Runner(lowered, CpuDevice())
+    runner.set_inputs(args)
+    assert runner.count().launches < counts.launches
+    want = leaves(evaluate(module, args))
+    for g, w, x in zip(runner.outputs(), got, want):
+        assert relative_error(g, w) == 0  # the same single-precision code as the xla plan
+        assert relative_error(g, x) <= 1e-4
+
+
+def test_loop_plan_carries_the_rng_cartpole_key_exactly():
+    """The scan's key after 100 steps (each a threefry split inside the kernel), made an
+    output of XLA:CPU's module: every bit equals the reference's."""
+    text = next((SAMPLES / "cpu" / "cartpole_a_rng").glob("*cpu_after_optimizations.txt")).read_text()
+    root = "  ROOT %while.52 = f32[2048,4]{1,0} get-tuple-element(%while.50), index=1"
+    text = text.replace(root, root.replace("ROOT ", "") + "\n  %key.out = u32[2]{0} get-tuple-element(%while.50), "
+                        "index=2\n  ROOT %out = (f32[2048,4]{1,0}, u32[2]{0}) tuple(%while.52, %key.out)")
+    text = text.replace("key.1: u32[2]) -> f32[2048,4] {", "key.1: u32[2]) -> (f32[2048,4], u32[2]) {")
+    text = text.replace("->f32[2048,4]{1,0}}", "->(f32[2048,4]{1,0}, u32[2]{0})}")
+    module = hlofuse.loads(text)
+    lowered = lower(module, loop_kernels=True, loop_tile=64)
+    assert [k.kind for k in lowered.kernels].count("loop") == 1 and not lowered.notes
+    args = inputs_for(module, 5)
+    want = leaves(evaluate(module, args))
+    runner = Runner(lowered, CpuDevice())
+    runner.set_inputs(args)
+    runner.run()
+    state, key = runner.outputs()
+    assert key.dtype == np.uint32 and np.array_equal(key, want[1]) and not np.array_equal(key, args[1])
+    assert relative_error(state, want[0]) <= 1e-4
 
 # ------------------------------------------------------------------------------------------
 # CUDA: every generated kernel compiles (nvcc, no GPU needed)

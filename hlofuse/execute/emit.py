@@ -143,6 +143,11 @@ class Emitter:
         #: when a list: every reduction emitted outside another's loop is noted there as
         #: (frame, instruction, index), for kernel.py to hoist out of inner loops
         self.reduce_requests: list | None = None
+        #: (frame, while, k, index) → element k of that loop's final state, where a loop
+        #: kernel runs nested loops (execute/loop.py)
+        self.nested_loops: Callable | None = None
+        #: unsigned shifts written without a branch (prelude.py: hf_shlm, hf_shrlm)
+        self.masked_shifts = False
 
     # -- text -----------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -232,6 +237,13 @@ class Emitter:
         the given values."""
         comp = self.module[comp_name.lstrip("%")]
         return Frame(comp, lambda number, index: values[number])
+
+    def while_element(self, frame: Frame, instr: ir.Instruction, k: int, index: list[Idx]) -> list[str]:
+        """Element k of a while loop's final state; only a loop kernel (execute/loop.py)
+        runs loops inside a kernel."""
+        if self.nested_loops is not None:
+            return self.nested_loops(frame, instr, k, index)
+        raise EmitError(f"kernel {self.kernel}: the generator cannot emit while ({instr.name}) as per-element code")
 
     def apply(self, comp_name: str, values: list[list[str]]) -> list[str]:
         frame = self.call_frame(comp_name, values)
@@ -331,6 +343,8 @@ def _binary(em, frame, instr, index):
                       "shift-right-logical": "shrl", "shift-right-arithmetic": "shra"}.get(op)
             if helper is None:
                 raise EmitError(f"kernel {em.kernel}: {op} of {et} ({instr.name}) is not supported")
+            if em.masked_shifts and helper in ("shl", "shrl") and et.startswith("u"):
+                helper += "m"
             expr = f"hf_{helper}_{t}({a}, {b})"
     return [em.let(et, expr)]
 
@@ -427,7 +441,7 @@ def _bitcast_convert(em, frame, instr, index):
     x = em.one(frame, instr.operands[0], index)
     if src == dst:
         return [x]
-    u = em.fresh("u")
+    u = em.fresh("bits")  # not "u": u8, u16, u32 and u64 are type names
     em.line(f"union {{ {ctype(src)} from; {ctype(dst)} to; }} {u}; {u}.from = {x};")
     return [em.let(dst, f"{u}.to")]
 
@@ -478,7 +492,7 @@ def _bitcast(em, frame, instr, index):
     value = em.one(frame, instr.operands[0], delinear(offset, src.dims, src.minor_to_major, em.ranges, em.var))
     if src.element_type == instr.shape.element_type:
         return [value]
-    u = em.fresh("u")  # same width, other type: reinterpret the bits
+    u = em.fresh("bits")  # same width, other type: reinterpret the bits
     em.line(f"union {{ {ctype(src.element_type)} from; {ctype(instr.shape.element_type)} to; }} {u}; "
             f"{u}.from = {value};")
     return [em.let(instr.shape.element_type, f"{u}.to")]
@@ -961,16 +975,27 @@ def leaf_offset(shape: ir.Shape, k: int) -> tuple[int, int]:
 
 @emits("get-tuple-element")
 def _gte(em, frame, instr, index):
-    k = attrs.integer(instr, "index", 0)
-    source = frame.comp[instr.operands[0]]
+    return tuple_element(em, frame, instr.operands[0], attrs.integer(instr, "index", 0), index)
+
+
+def tuple_element(em: Emitter, frame: Frame, name: str, k: int, index: list[Idx]) -> list[str]:
+    """Element k of tuple-shaped instruction `name` at `index`, followed to where it is made
+    (a tuple's operand, a bound state element, a multi-output fusion's output, a nested while
+    loop's state), so that elements of different shapes are each read at their own index."""
+    source = frame.comp[name]
     if source.opcode == "tuple":
         return em.value(frame, source.operands[k], index)
     if source.opcode == "parameter" and frame.bind_element is not None:
         return frame.bind_element(source.parameter_number, k, index)
+    if source.opcode == "while":
+        return em.while_element(frame, source, k, index)
     if source.opcode in ("fusion", "call"):
-        inner = _inner_frame(em, frame, source)
-        if inner.comp.root.opcode == "tuple":  # a multi-output fusion: outputs differ in shape
-            return em.value(inner, inner.comp.root.operands[k], index)
+        inner = inner_frame(em, frame, source)
+        root = inner.comp.root
+        if root.opcode == "tuple":  # a multi-output fusion: outputs differ in shape
+            return em.value(inner, root.operands[k], index)
+        if root.opcode == "while":  # a call wrapping a loop (XLA:CPU's small calls)
+            return em.while_element(inner, root, k, index)
     start, count = leaf_offset(source.shape, k)
     return em.value(frame, source.name, index)[start:start + count]
 
@@ -986,11 +1011,11 @@ def _tuple(em, frame, instr, index):
 @emits("fusion", "call")
 def _fusion(em, frame, instr, index):
     """A nested fusion (or call) inlined: its parameters are this frame's operands."""
-    inner = _inner_frame(em, frame, instr)
+    inner = inner_frame(em, frame, instr)
     return em.value(inner, inner.comp.root_name, index)
 
 
-def _inner_frame(em: Emitter, frame: Frame, instr: ir.Instruction) -> Frame:
+def inner_frame(em: Emitter, frame: Frame, instr: ir.Instruction) -> Frame:
     """The frame of a nested fusion's computation (one per fusion, so its outputs share values)."""
     key = (frame.uid, instr.name)
     if key in em.frames:
@@ -1002,7 +1027,10 @@ def _inner_frame(em: Emitter, frame: Frame, instr: ir.Instruction) -> Frame:
     def bind(number: int, idx: list[Idx]) -> list[str]:
         return em.value(frame, operands[number], idx if shapes[number].dims else [])
 
-    em.frames[key] = Frame(comp, bind)
+    def bind_element(number: int, k: int, idx: list[Idx]) -> list[str]:
+        return tuple_element(em, frame, operands[number], k, idx)
+
+    em.frames[key] = Frame(comp, bind, bind_element=bind_element)
     return em.frames[key]
 
 

@@ -36,7 +36,10 @@ HF_FN pred hf_isfinite_f32(f32 x) { return isfinite(x) ? 1 : 0; }
 HF_FN pred hf_isfinite_f64(f64 x) { return isfinite(x) ? 1 : 0; }
 
 /* Integer division and remainder as XLA defines them: x/0 = -1, x%0 = x, MIN/-1 = MIN;
-   shifts by the bit width or more give 0 (or the sign); overflow wraps. */
+   shifts by the bit width or more give 0 (or the sign); overflow wraps.  hf_shlm/hf_shrlm are
+   the unsigned shifts without a branch, for loop kernels: there the amount comes from shared
+   loop state (threefry's rotations), and GCC, unswitching the lane loop on the ternary's
+   condition, leaves it scalar; in flat element loops the ternary vectorizes best. */
 #define HF_SIGNED_OPS(T, U, W, BITS) \
 HF_FN T hf_div_##T(T a, T b) { if (b == 0) return (T)-1; if (b == (T)-1) return (T)((W)0 - (W)a); return (T)(a / b); } \
 HF_FN T hf_rem_##T(T a, T b) { if (b == 0) return a; if (b == (T)-1) return 0; return (T)(a % b); } \
@@ -53,6 +56,8 @@ HF_FN T hf_div_##T(T a, T b) { return b == 0 ? (T)-1 : (T)(a / b); } \
 HF_FN T hf_rem_##T(T a, T b) { return b == 0 ? a : (T)(a % b); } \
 HF_FN T hf_shl_##T(T a, T b) { return (b >= BITS) ? (T)0 : (T)((W)a << b); } \
 HF_FN T hf_shrl_##T(T a, T b) { return (b >= BITS) ? (T)0 : (T)(a >> b); } \
+HF_FN T hf_shlm_##T(T a, T b) { return (T)((T)((W)a << (b & (BITS - 1))) & (T)((T)0 - (T)(b < BITS))); } \
+HF_FN T hf_shrlm_##T(T a, T b) { return (T)((T)(a >> (b & (BITS - 1))) & (T)((T)0 - (T)(b < BITS))); } \
 HF_FN T hf_shra_##T(T a, T b) { return (b >= BITS) ? (T)(((S)a < 0) ? -1 : 0) : (T)((S)a >> b); } \
 HF_FN T hf_pow_##T(T a, T b) { W r = 1, x = a; while (b) { if (b & 1) r = r * x; x = x * x; b >>= 1; } return (T)r; } \
 HF_FN T hf_popcnt_##T(T a) { return (T)HF_POPCOUNT64((u64)a); } \
