@@ -6,9 +6,11 @@ instructions, operands and parameters decides what later passes see (docs/xla/le
 
 from __future__ import annotations
 
+import bisect
+
 from . import ir
-from .graph import (Graph, Node, absorb_control_dependencies, add_operand, clone_node, remove_operand_at,
-                    replace_operand, set_operand)
+from .graph import (Graph, Node, _index_of, _parameter_number, absorb_control_dependencies, add_operand,
+                    clone_node, remove_operand_at, replace_operand, set_operand)
 
 
 def create_fusion(consumer: Node, kind: str, name: str = "fusion",
@@ -26,8 +28,9 @@ def create_fusion(consumer: Node, kind: str, name: str = "fusion",
     body.fusion_owner = fusion
     root = clone_node(consumer, body)
     for op in consumer.operands:
-        if any(existing is op for existing in fusion.operands):
-            param = fusion.fused_parameter(fusion.operand_index(op))
+        at = _index_of(fusion.operands, op, 0)
+        if at >= 0:
+            param = body.parameters[at]
         else:
             param = _new_parameter(fusion, op)
         add_operand(root, param)
@@ -57,14 +60,18 @@ def _remove_parameter(fusion: Node, index: int) -> None:
     body.remove(param)
     remove_operand_at(fusion, index)
     # XLA re-creates each later parameter as `param_<n-1>`; renumbering in place gives the
-    # same numbers and names without rebuilding every parameter on every removal.
+    # same numbers and names without rebuilding every parameter on every removal.  The list
+    # is sorted by number (Graph.add keeps it so): the later parameters are a suffix, and
+    # lowering each of them by one keeps it sorted.
+    params = body.parameters
+    later = bisect.bisect_right(params, index, key=_parameter_number)
+    if later == len(params):  # (the last parameter: nothing moves)
+        return
     names = body.program.instruction_names
-    for p in body.parameters:
-        number = p.parameter_number
-        if number > index:
-            p.literal = str(number - 1)
-            body.rename(p, names.get(f"param_{number - 1}"))
-    body.parameters.sort(key=lambda p: p.parameter_number)
+    for p in params[later:]:
+        number = int(p.literal) - 1
+        p.literal = str(number)
+        body.rename(p, names.get(f"param_{number}"))
 
 
 def remove_unused_parameters(fusion: Node) -> bool:
@@ -94,17 +101,30 @@ def fuse_instruction(fusion: Node, producer: Node) -> Node:
     param = body.parameters[index]
     body.replace_all_uses(param, clone)
     _remove_parameter(fusion, index)
+    operands = fusion.operands
+    if len(producer.operands) <= _FEW_OPERANDS:
+        # the first position of each operand, searched at C speed in the live list (a new
+        # parameter's operand is found where it was appended)
+        for op in producer.operands:
+            existing = _index_of(operands, op, 0)
+            add_operand(clone, body.parameters[existing] if existing >= 0 else _new_parameter(fusion, op))
+        return clone
     first_index: dict[int, int] = {}
-    for i, o in enumerate(fusion.operands):
+    for i, o in enumerate(operands):
         first_index.setdefault(o.uid, i)
     for op in producer.operands:
         existing = first_index.get(op.uid)
         if existing is not None:
             add_operand(clone, body.parameters[existing])
         else:
-            first_index[op.uid] = len(fusion.operands)
+            first_index[op.uid] = len(operands)
             add_operand(clone, _new_parameter(fusion, op))
     return clone
+
+
+#: Up to this many producer operands, fuse_instruction searches the fusion's operands once
+#: per operand instead of indexing them all.
+_FEW_OPERANDS = 8
 
 
 def merge_fusion(consumer: Node, producer: Node) -> Node:
@@ -190,7 +210,7 @@ def _dedupe_operands(fusion: Node) -> None:
 def _bind_once(fusion: Node, operand: Node) -> None:
     """A fusion that reads `operand` through several parameters (written so in the text; XLA's
     passes never make one) reads it through one, so fusing it replaces every read."""
-    if sum(1 for op in fusion.operands if op is operand) > 1:
+    if fusion.operands.count(operand) > 1:  # identity (Node has no __eq__)
         _dedupe_operands(fusion)
 
 

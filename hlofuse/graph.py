@@ -119,10 +119,10 @@ class Node:
         return found
 
     def operand_index(self, operand: "Node") -> int:
-        for i, op in enumerate(self.operands):
-            if op is operand:
-                return i
-        raise ValueError(f"{operand.name} is not an operand of {self.name}")
+        try:
+            return self.operands.index(operand)  # identity (Node has no __eq__), at C speed
+        except ValueError:
+            raise ValueError(f"{operand.name} is not an operand of {self.name}") from None
 
     def user_count(self) -> int:
         return len(self.users)
@@ -208,15 +208,19 @@ class Graph:
 
     # -- editing --------------------------------------------------------------------------
     def add(self, node: Node, *, unique_name: bool = True) -> Node:
+        program = self.program
         if unique_name:
-            node.name = self.program.instruction_names.get(node.name)
+            node.name = name = program.instruction_names.get(node.name)
         else:
-            self.program.instruction_names.reserve(node.name)
+            name = node.name
+            program.instruction_names.reserve(name)
         node.graph = self
-        self.bump()
-        node.uid = self.program.next_uid()
-        self._nodes[node.uid] = node
-        self._by_name[node.name] = node
+        self._version += 1  # (bump and next_uid, inlined: every clone and parameter is added here)
+        program.edits += 1
+        program._uid += 1
+        node.uid = uid = program._uid
+        self._nodes[uid] = node
+        self._by_name[name] = node
         if node.opcode == "parameter":
             params = self.parameters
             if params and params[-1].parameter_number > node.parameter_number:
@@ -240,7 +244,10 @@ class Graph:
         if self._by_name.get(node.name) is node:
             del self._by_name[node.name]
         if node.opcode == "parameter":
-            self.parameters = [p for p in self.parameters if p is not node]
+            params = self.parameters
+            i = _index_of(params, node, 0)
+            if i >= 0:  # a new list (callers may hold the old one), built at C speed
+                self.parameters = params[:i] + params[i + 1:]
 
     def rename(self, node: Node, new_name: str) -> None:
         waiting = []
@@ -905,8 +912,10 @@ def clone_node(node: Node, graph: Graph, name: str | None = None) -> Node:
     dependencies are not copied (XLA's Clone does not copy them); the instruction that takes
     the place of `node` relays them (relay_control_dependencies, absorb_control_dependencies)."""
     attrs = node.attrs
-    if attrs and any(k == CONTROL for k, _ in attrs):
-        attrs = [(k, v) for k, v in attrs if k != CONTROL]
+    for key, _ in attrs:  # (a loop, not any(): on every clone, and attrs are few)
+        if key == CONTROL:
+            attrs = [(k, v) for k, v in attrs if k != CONTROL]
+            break
     copy = Node(name or node.name, node.opcode, node.shape, attrs=attrs, literal=node.literal,
                 called=node.called, origin=node.origin, span=node.span)
     if node.fused is not None:
