@@ -387,8 +387,12 @@ def _parameter_number(node: Node) -> int:
 
 def _touch(node: Node) -> None:
     node.edits += 1
-    if node.graph is not None:
-        node.graph.bump()
+    graph = node.graph
+    if graph is not None:  # (graph.bump(), inlined: every edge edit comes here)
+        graph._version += 1
+        program = graph.program
+        if program is not None:
+            program.edits += 1
 
 
 def _add_user(operand: Node, user: Node) -> None:
@@ -446,11 +450,16 @@ def first_positions(node: Node) -> dict[int, int]:
 
 def add_operand(node: Node, operand: Node) -> None:
     _touch(node)
+    operands = node.operands
+    users = operand.users
     # node uses operand already iff operand is among its operands: ask the shorter list
-    already = operand in node.operands if len(node.operands) < len(operand.users) else node in operand.users
-    node.operands.append(operand)
-    if not already:
-        _add_user(operand, node)
+    already = operand in operands if len(operands) < len(users) else node in users
+    operands.append(operand)
+    if not already:  # (_add_user, inlined)
+        operand.edits += 1
+        if operand.user_slots is not None:
+            operand.user_slots[id(node)] = len(users)
+        users.append(node)
 
 
 def replace_operand(node: Node, old: Node, new: Node) -> None:
@@ -460,16 +469,16 @@ def replace_operand(node: Node, old: Node, new: Node) -> None:
         return
     _touch(node)
     operands = node.operands
-    changed = False
-    i = _index_of(operands, old, 0)
-    while i >= 0:  # searched at C speed: an output tuple may have thousands of operands
+    uses = operands.count(old)  # (at C speed, as the searches below: Node has no __eq__)
+    if not uses:
+        return
+    i = -1
+    for _ in range(uses):
+        i = operands.index(old, i + 1)
         operands[i] = new
-        changed = True
-        i = _index_of(operands, old, i + 1)
-    if changed:
-        _remove_user(old, node)
-        if node not in new.users:
-            _add_user(new, node)
+    _remove_user(old, node)
+    if node not in new.users:
+        _add_user(new, node)
 
 
 #: Above this many operands a node's operand positions are remembered between replacements
