@@ -11,6 +11,8 @@ fused kernel can always be named by the user's instructions.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import operator
 from typing import Iterable, Iterator
 
 from . import attributes, ir
@@ -796,6 +798,8 @@ class Program:
         """The program as an ir.Module: fused computations printed before their users, as XLA
         prints them (callees before callers), instructions in post order."""
         comps: list[ir.Computation] = []
+        make = _INSTRUCTION_MAKER or _bind_instruction_maker()
+        name_of = _NAME_OF
         for g in self.graph_order():
             instrs = []
             for node in g.post_order():
@@ -810,14 +814,47 @@ class Program:
                     else:
                         attrs.insert(kind_at + 1, entry)
                     called = [node.fused.name] + [c for c in called if c != node.fused.name]
-                instrs.append(ir.Instruction(
-                    name=node.name, opcode=node.opcode, shape=node.shape,
-                    operands=tuple(op.name for op in node.operands), attrs=tuple(attrs),
-                    literal=node.literal, called=tuple(called), span=node.span,
-                ))
+                instrs.append(make(node.name, node.opcode, node.shape, tuple(map(name_of, node.operands)),
+                                   tuple(attrs), node.literal, tuple(called), node.span))
             comps.append(ir.Computation(g.name, tuple(instrs), g.root.name, g is self.entry, tuple(g.attrs)))
         return ir.Module(self.name, tuple(comps), self.entry.name, tuple(self.attrs), self.stack_frames,
                          style=self.style)
+
+
+_NAME_OF = operator.attrgetter("name")
+_INSTRUCTION_FIELDS = ("name", "opcode", "shape", "operands", "attrs", "literal", "called", "span")
+_INSTRUCTION_MAKER = None
+
+
+def _bind_instruction_maker():
+    """make(name, opcode, shape, operands, attrs, literal, called, span) -> an ir.Instruction.
+    A frozen dataclass's __init__ sets each field through object.__setattr__; writing the
+    slots directly builds one in about half the time (to_module makes one per instruction of
+    the fused program).  Should ir.Instruction change shape, its constructor is used."""
+    global _INSTRUCTION_MAKER
+    cls = ir.Instruction
+    if (tuple(f.name for f in dataclasses.fields(cls)) != _INSTRUCTION_FIELDS or not hasattr(cls, "__slots__")
+            or hasattr(cls, "__post_init__")):
+        _INSTRUCTION_MAKER = cls
+        return cls
+    new = object.__new__
+    s_name, s_opcode, s_shape, s_operands, s_attrs, s_literal, s_called, s_span = (
+        getattr(cls, f).__set__ for f in _INSTRUCTION_FIELDS)
+
+    def make(name, opcode, shape, operands, attrs, literal, called, span):
+        made = new(cls)
+        s_name(made, name)
+        s_opcode(made, opcode)
+        s_shape(made, shape)
+        s_operands(made, operands)
+        s_attrs(made, attrs)
+        s_literal(made, literal)
+        s_called(made, called)
+        s_span(made, span)
+        return made
+
+    _INSTRUCTION_MAKER = make
+    return make
 
 
 # ------------------------------------------------------------------------------------------
