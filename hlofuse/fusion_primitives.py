@@ -142,17 +142,23 @@ def merge_fusion(consumer: Node, producer: Node) -> Node:
     inner = producer.fused
     index = consumer.operand_index(producer)
     target = body.parameters[index]
-    first_index: dict[int, int] = {}
-    for i, o in enumerate(consumer.operands):
-        first_index.setdefault(o.uid, i)
+    operands = consumer.operands
+    first_index: dict[int, int] | None = None
+    if len(producer.operands) > _FEW_OPERANDS:  # (otherwise searched at C speed, as in fuse_instruction)
+        first_index = {}
+        for i, o in enumerate(operands):
+            first_index.setdefault(o.uid, i)
     order = inner.post_order()
     mapping: dict[int, Node] = {}
 
     def parameter_for(param: Node) -> Node:
         outer = producer.operands[param.parameter_number]
+        if first_index is None:
+            i = _index_of(operands, outer, 0)
+            return body.parameters[i] if i >= 0 else _new_parameter(consumer, outer)
         i = first_index.get(outer.uid)
         if i is None:
-            first_index[outer.uid] = len(consumer.operands)
+            first_index[outer.uid] = len(operands)
             return _new_parameter(consumer, outer)
         return body.parameters[i]
 

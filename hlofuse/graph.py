@@ -75,7 +75,12 @@ class Node:
 
     @property
     def fusion_kind(self) -> str | None:
-        return self.attr("kind") if self.opcode == "fusion" else None
+        if self.opcode != "fusion":
+            return None
+        attrs = self.attrs
+        if attrs and attrs[0][0] == "kind":  # (where create_fusion puts it; asked per candidate)
+            return attrs[0][1]
+        return self.attr("kind")
 
     @fusion_kind.setter
     def fusion_kind(self, kind: str) -> None:
@@ -761,10 +766,7 @@ class Program:
             for instr in comp.instructions:
                 if instr.opcode == "fusion" and instr.fused_computation:
                     fusion_bodies[instr.fused_computation] = (comp.name, instr.name)
-        for comp in module.computations:
-            prog.computation_names.reserve(comp.name)
-            for instr in comp.instructions:
-                prog.instruction_names.reserve(instr.name)
+        # (the input's names are reserved as the graphs and nodes are added, unique_name=False)
         for comp in module.computations:
             g = Graph(prog, comp.name, is_entry=comp.name == module.entry_name, attrs=comp.attrs)
             prog.add_graph(g, unique_name=False)
