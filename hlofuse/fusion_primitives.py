@@ -205,7 +205,7 @@ def _dedupe_operands(fusion: Node) -> None:
     i = 0
     while i < len(fusion.operands):
         op = fusion.operands[i]
-        first = next(j for j, o in enumerate(fusion.operands) if o is op)
+        first = fusion.operands.index(op)  # identity (Node has no __eq__)
         if first != i:
             fusion.fused.replace_all_uses(fusion.fused.parameters[i], fusion.fused.parameters[first])
             _remove_parameter(fusion, i)
@@ -236,13 +236,13 @@ def fuse_into_multi_output(fusion: Node, producer: Node) -> Node:
         outputs_before = list(body.root.operands) if was_tuple else [body.root]
         inner = merge_fusion_outputs(fusion, producer)
     else:
-        if any(op is producer for op in fusion.operands):
+        if producer in fusion.operands:  # (identity, at C speed: Node has no __eq__)
             inner = fuse_instruction(fusion, producer)
         else:
             inner = clone_node(producer, body)
             for op in producer.operands:
-                existing = next((i for i, o in enumerate(fusion.operands) if o is op), None)
-                add_operand(inner, body.parameters[existing] if existing is not None else _new_parameter(fusion, op))
+                existing = _index_of(fusion.operands, op, 0)
+                add_operand(inner, body.parameters[existing] if existing >= 0 else _new_parameter(fusion, op))
         outputs_before = list(body.root.operands) if was_tuple else [body.root]
     new_outputs = inner if isinstance(inner, list) else [inner]
     outputs = outputs_before + new_outputs
@@ -296,7 +296,7 @@ def merge_fusion_outputs(fusion: Node, producer: Node) -> list[Node]:
             # the tuple itself is not fused; its operands become the outputs
             temps = temps[:-1]
             graph.remove(root_temp)
-    if any(op is producer for op in fusion.operands):
+    if producer in fusion.operands:
         idx = fusion.operand_index(producer)
         if producer.shape.is_tuple:
             raise NotImplementedError("consumer reads a multi-output producer directly")
@@ -304,7 +304,7 @@ def merge_fusion_outputs(fusion: Node, producer: Node) -> list[Node]:
         _bind_once(fusion, outputs[0])
     inner: dict[int, Node] = {}
     for temp in reversed(temps):
-        if any(op is temp for op in fusion.operands):
+        if temp in fusion.operands:
             inner[temp.uid] = fuse_instruction(fusion, temp)
         else:
             clone = clone_node(temp, fusion.fused)
@@ -312,15 +312,15 @@ def merge_fusion_outputs(fusion: Node, producer: Node) -> list[Node]:
                 if op.uid in inner:
                     add_operand(clone, inner[op.uid])
                 else:
-                    existing = next((i for i, o in enumerate(fusion.operands) if o is op), None)
-                    add_operand(clone, fusion.fused.parameters[existing] if existing is not None
+                    existing = _index_of(fusion.operands, op, 0)
+                    add_operand(clone, fusion.fused.parameters[existing] if existing >= 0
                                 else _new_parameter(fusion, op))
             inner[temp.uid] = clone
     result = []
     for o in outputs:  # computed inside, or (an output passed straight through) read from outside
         if o.uid not in inner:
-            at = next((i for i, op in enumerate(fusion.operands) if op is o), None)
-            inner[o.uid] = fusion.fused.parameters[at] if at is not None else _new_parameter(fusion, o)
+            at = _index_of(fusion.operands, o, 0)
+            inner[o.uid] = fusion.fused.parameters[at] if at >= 0 else _new_parameter(fusion, o)
         result.append(inner[o.uid])
     for temp in reversed(temps):
         if not temp.users and temp in graph:
