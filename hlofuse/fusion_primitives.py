@@ -27,13 +27,10 @@ def create_fusion(consumer: Node, kind: str, name: str = "fusion",
     fusion.fused = body
     body.fusion_owner = fusion
     root = clone_node(consumer, body)
+    operands = fusion.operands
     for op in consumer.operands:
-        at = _index_of(fusion.operands, op, 0)
-        if at >= 0:
-            param = body.parameters[at]
-        else:
-            param = _new_parameter(fusion, op)
-        add_operand(root, param)
+        # (membership first: a search that fails raises inside list.index, and most do here)
+        add_operand(root, body.parameters[operands.index(op)] if op in operands else _new_parameter(fusion, op))
     body.root = root
     graph.replace_instruction(consumer, fusion)
     return fusion
@@ -106,8 +103,7 @@ def fuse_instruction(fusion: Node, producer: Node) -> Node:
         # the first position of each operand, searched at C speed in the live list (a new
         # parameter's operand is found where it was appended)
         for op in producer.operands:
-            existing = _index_of(operands, op, 0)
-            add_operand(clone, body.parameters[existing] if existing >= 0 else _new_parameter(fusion, op))
+            add_operand(clone, body.parameters[operands.index(op)] if op in operands else _new_parameter(fusion, op))
         return clone
     first_index: dict[int, int] = {}
     for i, o in enumerate(operands):
@@ -154,8 +150,7 @@ def merge_fusion(consumer: Node, producer: Node) -> Node:
     def parameter_for(param: Node) -> Node:
         outer = producer.operands[param.parameter_number]
         if first_index is None:
-            i = _index_of(operands, outer, 0)
-            return body.parameters[i] if i >= 0 else _new_parameter(consumer, outer)
+            return body.parameters[operands.index(outer)] if outer in operands else _new_parameter(consumer, outer)
         i = first_index.get(outer.uid)
         if i is None:
             first_index[outer.uid] = len(operands)
