@@ -426,8 +426,9 @@ def _remove_user(operand: Node, user: Node) -> None:
     slots = operand.user_slots
     i = slots.get(id(user), -1) if slots is not None else -1
     if not (0 <= i < len(users) and users[i] is user):
-        i = _index_of(users, user, 0)  # Node has no __eq__: identity, at C speed
-        if i < 0:
+        try:
+            i = users.index(user)  # Node has no __eq__: identity, at C speed
+        except ValueError:
             return
         slots = operand.user_slots = {id(u): k for k, u in enumerate(users)} if len(users) > _MANY_USERS else None
     last = users.pop()
@@ -486,8 +487,12 @@ def replace_operand(node: Node, old: Node, new: Node) -> None:
         i = operands.index(old, i + 1)
         operands[i] = new
     _remove_user(old, node)
-    if node not in new.users:
-        _add_user(new, node)
+    users = new.users
+    if node not in users:  # (_add_user, inlined)
+        new.edits += 1
+        if new.user_slots is not None:
+            new.user_slots[id(node)] = len(users)
+        users.append(node)
 
 
 #: Above this many operands a node's operand positions are remembered between replacements
