@@ -230,7 +230,7 @@ class Graph:
         self._by_name[name] = node
         if node.opcode == "parameter":
             params = self.parameters
-            if params and params[-1].parameter_number > node.parameter_number:
+            if params and int(params[-1].literal) > int(node.literal):  # (parameter_number, inlined)
                 bisect.insort(params, node, key=_parameter_number)
             else:  # the usual case: parameters are added in order
                 params.append(node)
