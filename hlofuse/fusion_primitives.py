@@ -6,9 +6,11 @@ instructions, operands and parameters decides what later passes see (docs/xla/le
 
 from __future__ import annotations
 
+import bisect
+
 from . import ir
-from .graph import (Graph, Node, absorb_control_dependencies, add_operand, clone_node, remove_operand_at,
-                    replace_operand, set_operand)
+from .graph import (Graph, Node, _index_of, _parameter_number, absorb_control_dependencies, add_operand,
+                    clone_node, remove_operand_at, replace_operand, set_operand)
 
 
 def create_fusion(consumer: Node, kind: str, name: str = "fusion",
@@ -25,12 +27,10 @@ def create_fusion(consumer: Node, kind: str, name: str = "fusion",
     fusion.fused = body
     body.fusion_owner = fusion
     root = clone_node(consumer, body)
+    operands = fusion.operands
     for op in consumer.operands:
-        if any(existing is op for existing in fusion.operands):
-            param = fusion.fused_parameter(fusion.operand_index(op))
-        else:
-            param = _new_parameter(fusion, op)
-        add_operand(root, param)
+        # (membership first: a search that fails raises inside list.index, and most do here)
+        add_operand(root, body.parameters[operands.index(op)] if op in operands else _new_parameter(fusion, op))
     body.root = root
     graph.replace_instruction(consumer, fusion)
     return fusion
@@ -57,14 +57,18 @@ def _remove_parameter(fusion: Node, index: int) -> None:
     body.remove(param)
     remove_operand_at(fusion, index)
     # XLA re-creates each later parameter as `param_<n-1>`; renumbering in place gives the
-    # same numbers and names without rebuilding every parameter on every removal.
+    # same numbers and names without rebuilding every parameter on every removal.  The list
+    # is sorted by number (Graph.add keeps it so): the later parameters are a suffix, and
+    # lowering each of them by one keeps it sorted.
+    params = body.parameters
+    later = bisect.bisect_right(params, index, key=_parameter_number)
+    if later == len(params):  # (the last parameter: nothing moves)
+        return
     names = body.program.instruction_names
-    for p in body.parameters:
-        number = p.parameter_number
-        if number > index:
-            p.literal = str(number - 1)
-            body.rename(p, names.get(f"param_{number - 1}"))
-    body.parameters.sort(key=lambda p: p.parameter_number)
+    for p in params[later:]:
+        number = int(p.literal) - 1
+        p.literal = str(number)
+        body.rename(p, names.get(f"param_{number}"))
 
 
 def remove_unused_parameters(fusion: Node) -> bool:
@@ -94,17 +98,29 @@ def fuse_instruction(fusion: Node, producer: Node) -> Node:
     param = body.parameters[index]
     body.replace_all_uses(param, clone)
     _remove_parameter(fusion, index)
+    operands = fusion.operands
+    if len(producer.operands) <= _FEW_OPERANDS:
+        # the first position of each operand, searched at C speed in the live list (a new
+        # parameter's operand is found where it was appended)
+        for op in producer.operands:
+            add_operand(clone, body.parameters[operands.index(op)] if op in operands else _new_parameter(fusion, op))
+        return clone
     first_index: dict[int, int] = {}
-    for i, o in enumerate(fusion.operands):
+    for i, o in enumerate(operands):
         first_index.setdefault(o.uid, i)
     for op in producer.operands:
         existing = first_index.get(op.uid)
         if existing is not None:
             add_operand(clone, body.parameters[existing])
         else:
-            first_index[op.uid] = len(fusion.operands)
+            first_index[op.uid] = len(operands)
             add_operand(clone, _new_parameter(fusion, op))
     return clone
+
+
+#: Up to this many producer operands, fuse_instruction searches the fusion's operands once
+#: per operand instead of indexing them all.
+_FEW_OPERANDS = 8
 
 
 def merge_fusion(consumer: Node, producer: Node) -> Node:
@@ -122,17 +138,22 @@ def merge_fusion(consumer: Node, producer: Node) -> Node:
     inner = producer.fused
     index = consumer.operand_index(producer)
     target = body.parameters[index]
-    first_index: dict[int, int] = {}
-    for i, o in enumerate(consumer.operands):
-        first_index.setdefault(o.uid, i)
+    operands = consumer.operands
+    first_index: dict[int, int] | None = None
+    if len(producer.operands) > _FEW_OPERANDS:  # (otherwise searched at C speed, as in fuse_instruction)
+        first_index = {}
+        for i, o in enumerate(operands):
+            first_index.setdefault(o.uid, i)
     order = inner.post_order()
     mapping: dict[int, Node] = {}
 
     def parameter_for(param: Node) -> Node:
         outer = producer.operands[param.parameter_number]
+        if first_index is None:
+            return body.parameters[operands.index(outer)] if outer in operands else _new_parameter(consumer, outer)
         i = first_index.get(outer.uid)
         if i is None:
-            first_index[outer.uid] = len(consumer.operands)
+            first_index[outer.uid] = len(operands)
             return _new_parameter(consumer, outer)
         return body.parameters[i]
 
@@ -179,7 +200,7 @@ def _dedupe_operands(fusion: Node) -> None:
     i = 0
     while i < len(fusion.operands):
         op = fusion.operands[i]
-        first = next(j for j, o in enumerate(fusion.operands) if o is op)
+        first = fusion.operands.index(op)  # identity (Node has no __eq__)
         if first != i:
             fusion.fused.replace_all_uses(fusion.fused.parameters[i], fusion.fused.parameters[first])
             _remove_parameter(fusion, i)
@@ -190,7 +211,7 @@ def _dedupe_operands(fusion: Node) -> None:
 def _bind_once(fusion: Node, operand: Node) -> None:
     """A fusion that reads `operand` through several parameters (written so in the text; XLA's
     passes never make one) reads it through one, so fusing it replaces every read."""
-    if sum(1 for op in fusion.operands if op is operand) > 1:
+    if fusion.operands.count(operand) > 1:  # identity (Node has no __eq__)
         _dedupe_operands(fusion)
 
 
@@ -210,13 +231,13 @@ def fuse_into_multi_output(fusion: Node, producer: Node) -> Node:
         outputs_before = list(body.root.operands) if was_tuple else [body.root]
         inner = merge_fusion_outputs(fusion, producer)
     else:
-        if any(op is producer for op in fusion.operands):
+        if producer in fusion.operands:  # (identity, at C speed: Node has no __eq__)
             inner = fuse_instruction(fusion, producer)
         else:
             inner = clone_node(producer, body)
             for op in producer.operands:
-                existing = next((i for i, o in enumerate(fusion.operands) if o is op), None)
-                add_operand(inner, body.parameters[existing] if existing is not None else _new_parameter(fusion, op))
+                existing = _index_of(fusion.operands, op, 0)
+                add_operand(inner, body.parameters[existing] if existing >= 0 else _new_parameter(fusion, op))
         outputs_before = list(body.root.operands) if was_tuple else [body.root]
     new_outputs = inner if isinstance(inner, list) else [inner]
     outputs = outputs_before + new_outputs
@@ -270,7 +291,7 @@ def merge_fusion_outputs(fusion: Node, producer: Node) -> list[Node]:
             # the tuple itself is not fused; its operands become the outputs
             temps = temps[:-1]
             graph.remove(root_temp)
-    if any(op is producer for op in fusion.operands):
+    if producer in fusion.operands:
         idx = fusion.operand_index(producer)
         if producer.shape.is_tuple:
             raise NotImplementedError("consumer reads a multi-output producer directly")
@@ -278,7 +299,7 @@ def merge_fusion_outputs(fusion: Node, producer: Node) -> list[Node]:
         _bind_once(fusion, outputs[0])
     inner: dict[int, Node] = {}
     for temp in reversed(temps):
-        if any(op is temp for op in fusion.operands):
+        if temp in fusion.operands:
             inner[temp.uid] = fuse_instruction(fusion, temp)
         else:
             clone = clone_node(temp, fusion.fused)
@@ -286,15 +307,15 @@ def merge_fusion_outputs(fusion: Node, producer: Node) -> list[Node]:
                 if op.uid in inner:
                     add_operand(clone, inner[op.uid])
                 else:
-                    existing = next((i for i, o in enumerate(fusion.operands) if o is op), None)
-                    add_operand(clone, fusion.fused.parameters[existing] if existing is not None
+                    existing = _index_of(fusion.operands, op, 0)
+                    add_operand(clone, fusion.fused.parameters[existing] if existing >= 0
                                 else _new_parameter(fusion, op))
             inner[temp.uid] = clone
     result = []
     for o in outputs:  # computed inside, or (an output passed straight through) read from outside
         if o.uid not in inner:
-            at = next((i for i, op in enumerate(fusion.operands) if op is o), None)
-            inner[o.uid] = fusion.fused.parameters[at] if at is not None else _new_parameter(fusion, o)
+            at = _index_of(fusion.operands, o, 0)
+            inner[o.uid] = fusion.fused.parameters[at] if at >= 0 else _new_parameter(fusion, o)
         result.append(inner[o.uid])
     for temp in reversed(temps):
         if not temp.users and temp in graph:

@@ -11,6 +11,8 @@ fused kernel can always be named by the user's instructions.
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import operator
 from typing import Iterable, Iterator
 
 from . import attributes, ir
@@ -73,7 +75,12 @@ class Node:
 
     @property
     def fusion_kind(self) -> str | None:
-        return self.attr("kind") if self.opcode == "fusion" else None
+        if self.opcode != "fusion":
+            return None
+        attrs = self.attrs
+        if attrs and attrs[0][0] == "kind":  # (where create_fusion puts it; asked per candidate)
+            return attrs[0][1]
+        return self.attr("kind")
 
     @fusion_kind.setter
     def fusion_kind(self, kind: str) -> None:
@@ -119,10 +126,10 @@ class Node:
         return found
 
     def operand_index(self, operand: "Node") -> int:
-        for i, op in enumerate(self.operands):
-            if op is operand:
-                return i
-        raise ValueError(f"{operand.name} is not an operand of {self.name}")
+        try:
+            return self.operands.index(operand)  # identity (Node has no __eq__), at C speed
+        except ValueError:
+            raise ValueError(f"{operand.name} is not an operand of {self.name}") from None
 
     def user_count(self) -> int:
         return len(self.users)
@@ -208,18 +215,22 @@ class Graph:
 
     # -- editing --------------------------------------------------------------------------
     def add(self, node: Node, *, unique_name: bool = True) -> Node:
+        program = self.program
         if unique_name:
-            node.name = self.program.instruction_names.get(node.name)
+            node.name = name = program.instruction_names.get(node.name)
         else:
-            self.program.instruction_names.reserve(node.name)
+            name = node.name
+            program.instruction_names.reserve(name)
         node.graph = self
-        self.bump()
-        node.uid = self.program.next_uid()
-        self._nodes[node.uid] = node
-        self._by_name[node.name] = node
+        self._version += 1  # (bump and next_uid, inlined: every clone and parameter is added here)
+        program.edits += 1
+        program._uid += 1
+        node.uid = uid = program._uid
+        self._nodes[uid] = node
+        self._by_name[name] = node
         if node.opcode == "parameter":
             params = self.parameters
-            if params and params[-1].parameter_number > node.parameter_number:
+            if params and int(params[-1].literal) > int(node.literal):  # (parameter_number, inlined)
                 bisect.insort(params, node, key=_parameter_number)
             else:  # the usual case: parameters are added in order
                 params.append(node)
@@ -230,9 +241,12 @@ class Graph:
         control successors wait for its control predecessors instead (XLA's
         SafelyDropAllControlDependencies), so no ordering is lost and no name goes stale."""
         assert not node.users, f"{node.name} still has users"
-        if self.program is not None and self.program.has_control:
+        program = self.program
+        if program is not None and program.has_control:
             drop_control_dependencies(node)
-        self.bump()
+        self._version += 1  # (bump(), inlined)
+        if program is not None:
+            program.edits += 1
         for op in node.operands:
             _remove_user(op, node)
         node.operands = []
@@ -240,7 +254,10 @@ class Graph:
         if self._by_name.get(node.name) is node:
             del self._by_name[node.name]
         if node.opcode == "parameter":
-            self.parameters = [p for p in self.parameters if p is not node]
+            params = self.parameters
+            i = _index_of(params, node, 0)
+            if i >= 0:  # a new list (callers may hold the old one), built at C speed
+                self.parameters = params[:i] + params[i + 1:]
 
     def rename(self, node: Node, new_name: str) -> None:
         waiting = []
@@ -292,19 +309,22 @@ class Graph:
         append = order.append
         expanded: set[int] = set()
         expand = expanded.add
-        children = self._children if self.program is None or self.program.has_control else _operands
+        with_control = self.program is None or self.program.has_control
+        children = self._children
         for start in list(self._nodes.values()):
             if start.users or start.uid in expanded:
                 continue
             expand(start.uid)
-            stack = [(start, iter(children(start)))]
+            stack = [(start, iter(children(start) if with_control else start.operands))]
             push, pop = stack.append, stack.pop
             while stack:
                 node, pending = stack[-1]
                 for child in pending:
                     if child.uid not in expanded:
                         expand(child.uid)
-                        push((child, iter(children(child))))
+                        # (the operands read directly unless there are control edges: a call
+                        # per node was a fifth of the search)
+                        push((child, iter(children(child) if with_control else child.operands)))
                         break
                 else:
                     pop()
@@ -352,10 +372,6 @@ class Graph:
         return f"<Graph {self.name}: {len(self._nodes)} nodes>"
 
 
-def _operands(node: Node) -> list[Node]:
-    return node.operands
-
-
 def graph_cache(graph: Graph) -> dict:
     """Answers about `graph` valid until it changes (keyed by what was asked).  Heroes, kinds
     and members of fusions are asked again and again while a fusion grows; a computation's
@@ -380,8 +396,12 @@ def _parameter_number(node: Node) -> int:
 
 def _touch(node: Node) -> None:
     node.edits += 1
-    if node.graph is not None:
-        node.graph.bump()
+    graph = node.graph
+    if graph is not None:  # (graph.bump(), inlined: every edge edit comes here)
+        graph._version += 1
+        program = graph.program
+        if program is not None:
+            program.edits += 1
 
 
 def _add_user(operand: Node, user: Node) -> None:
@@ -406,8 +426,9 @@ def _remove_user(operand: Node, user: Node) -> None:
     slots = operand.user_slots
     i = slots.get(id(user), -1) if slots is not None else -1
     if not (0 <= i < len(users) and users[i] is user):
-        i = _index_of(users, user, 0)  # Node has no __eq__: identity, at C speed
-        if i < 0:
+        try:
+            i = users.index(user)  # Node has no __eq__: identity, at C speed
+        except ValueError:
             return
         slots = operand.user_slots = {id(u): k for k, u in enumerate(users)} if len(users) > _MANY_USERS else None
     last = users.pop()
@@ -439,11 +460,16 @@ def first_positions(node: Node) -> dict[int, int]:
 
 def add_operand(node: Node, operand: Node) -> None:
     _touch(node)
+    operands = node.operands
+    users = operand.users
     # node uses operand already iff operand is among its operands: ask the shorter list
-    already = operand in node.operands if len(node.operands) < len(operand.users) else node in operand.users
-    node.operands.append(operand)
-    if not already:
-        _add_user(operand, node)
+    already = operand in operands if len(operands) < len(users) else node in users
+    operands.append(operand)
+    if not already:  # (_add_user, inlined)
+        operand.edits += 1
+        if operand.user_slots is not None:
+            operand.user_slots[id(node)] = len(users)
+        users.append(node)
 
 
 def replace_operand(node: Node, old: Node, new: Node) -> None:
@@ -453,16 +479,20 @@ def replace_operand(node: Node, old: Node, new: Node) -> None:
         return
     _touch(node)
     operands = node.operands
-    changed = False
-    i = _index_of(operands, old, 0)
-    while i >= 0:  # searched at C speed: an output tuple may have thousands of operands
+    uses = operands.count(old)  # (at C speed, as the searches below: Node has no __eq__)
+    if not uses:
+        return
+    i = -1
+    for _ in range(uses):
+        i = operands.index(old, i + 1)
         operands[i] = new
-        changed = True
-        i = _index_of(operands, old, i + 1)
-    if changed:
-        _remove_user(old, node)
-        if node not in new.users:
-            _add_user(new, node)
+    _remove_user(old, node)
+    users = new.users
+    if node not in users:  # (_add_user, inlined)
+        new.edits += 1
+        if new.user_slots is not None:
+            new.user_slots[id(node)] = len(users)
+        users.append(node)
 
 
 #: Above this many operands a node's operand positions are remembered between replacements
@@ -741,10 +771,7 @@ class Program:
             for instr in comp.instructions:
                 if instr.opcode == "fusion" and instr.fused_computation:
                     fusion_bodies[instr.fused_computation] = (comp.name, instr.name)
-        for comp in module.computations:
-            prog.computation_names.reserve(comp.name)
-            for instr in comp.instructions:
-                prog.instruction_names.reserve(instr.name)
+        # (the input's names are reserved as the graphs and nodes are added, unique_name=False)
         for comp in module.computations:
             g = Graph(prog, comp.name, is_entry=comp.name == module.entry_name, attrs=comp.attrs)
             prog.add_graph(g, unique_name=False)
@@ -778,6 +805,8 @@ class Program:
         """The program as an ir.Module: fused computations printed before their users, as XLA
         prints them (callees before callers), instructions in post order."""
         comps: list[ir.Computation] = []
+        make = _INSTRUCTION_MAKER or _bind_instruction_maker()
+        name_of = _NAME_OF
         for g in self.graph_order():
             instrs = []
             for node in g.post_order():
@@ -792,14 +821,47 @@ class Program:
                     else:
                         attrs.insert(kind_at + 1, entry)
                     called = [node.fused.name] + [c for c in called if c != node.fused.name]
-                instrs.append(ir.Instruction(
-                    name=node.name, opcode=node.opcode, shape=node.shape,
-                    operands=tuple(op.name for op in node.operands), attrs=tuple(attrs),
-                    literal=node.literal, called=tuple(called), span=node.span,
-                ))
+                instrs.append(make(node.name, node.opcode, node.shape, tuple(map(name_of, node.operands)),
+                                   tuple(attrs), node.literal, tuple(called), node.span))
             comps.append(ir.Computation(g.name, tuple(instrs), g.root.name, g is self.entry, tuple(g.attrs)))
         return ir.Module(self.name, tuple(comps), self.entry.name, tuple(self.attrs), self.stack_frames,
                          style=self.style)
+
+
+_NAME_OF = operator.attrgetter("name")
+_INSTRUCTION_FIELDS = ("name", "opcode", "shape", "operands", "attrs", "literal", "called", "span")
+_INSTRUCTION_MAKER = None
+
+
+def _bind_instruction_maker():
+    """make(name, opcode, shape, operands, attrs, literal, called, span) -> an ir.Instruction.
+    A frozen dataclass's __init__ sets each field through object.__setattr__; writing the
+    slots directly builds one in about half the time (to_module makes one per instruction of
+    the fused program).  Should ir.Instruction change shape, its constructor is used."""
+    global _INSTRUCTION_MAKER
+    cls = ir.Instruction
+    if (tuple(f.name for f in dataclasses.fields(cls)) != _INSTRUCTION_FIELDS or not hasattr(cls, "__slots__")
+            or hasattr(cls, "__post_init__")):
+        _INSTRUCTION_MAKER = cls
+        return cls
+    new = object.__new__
+    s_name, s_opcode, s_shape, s_operands, s_attrs, s_literal, s_called, s_span = (
+        getattr(cls, f).__set__ for f in _INSTRUCTION_FIELDS)
+
+    def make(name, opcode, shape, operands, attrs, literal, called, span):
+        made = new(cls)
+        s_name(made, name)
+        s_opcode(made, opcode)
+        s_shape(made, shape)
+        s_operands(made, operands)
+        s_attrs(made, attrs)
+        s_literal(made, literal)
+        s_called(made, called)
+        s_span(made, span)
+        return made
+
+    _INSTRUCTION_MAKER = make
+    return make
 
 
 # ------------------------------------------------------------------------------------------
@@ -905,8 +967,10 @@ def clone_node(node: Node, graph: Graph, name: str | None = None) -> Node:
     dependencies are not copied (XLA's Clone does not copy them); the instruction that takes
     the place of `node` relays them (relay_control_dependencies, absorb_control_dependencies)."""
     attrs = node.attrs
-    if attrs and any(k == CONTROL for k, _ in attrs):
-        attrs = [(k, v) for k, v in attrs if k != CONTROL]
+    for key, _ in attrs:  # (a loop, not any(): on every clone, and attrs are few)
+        if key == CONTROL:
+            attrs = [(k, v) for k, v in attrs if k != CONTROL]
+            break
     copy = Node(name or node.name, node.opcode, node.shape, attrs=attrs, literal=node.literal,
                 called=node.called, origin=node.origin, span=node.span)
     if node.fused is not None:

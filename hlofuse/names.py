@@ -14,9 +14,11 @@ class NameUniquer:
     def __init__(self) -> None:
         self._used: dict[str, set[int]] = {}
         self._next: dict[str, int] = {}
-        #: requested name → (root, suffix) of its sanitized form (a replay asks for the names
-        #: of the instructions it clones again and again: 600k requests at 100k instructions)
-        self._parts: dict[str, tuple[str, int | None]] = {}
+        #: requested name → (root, wanted number, the name if that number is free, the used
+        #: numbers of the root): a replay asks for the names of the instructions it clones
+        #: again and again (600k requests at 100k instructions), so each request text is
+        #: sanitized and split once.  The set is the one in `_used` (never replaced).
+        self._parts: dict[str, tuple[str, int, str, set[int]]] = {}
 
     @staticmethod
     def _split(name: str) -> tuple[str, int | None]:
@@ -30,18 +32,20 @@ class NameUniquer:
         root, n = self._split(name)
         self._used.setdefault(root, set()).add(n if n is not None else 0)
 
+    def _parts_of(self, requested: str) -> tuple[str, int, str, set[int]]:
+        root, n = self._split(_sanitize(requested))
+        used = self._used.setdefault(root, set())
+        parts = self._parts[requested] = (root, 0, root, used) if n is None else (root, n, f"{root}.{n}", used)
+        return parts
+
     def get(self, requested: str) -> str:
         parts = self._parts.get(requested)
         if parts is None:
-            parts = self._parts[requested] = self._split(_sanitize(requested))
-        root, n = parts
-        used = self._used.get(root)
-        if used is None:
-            used = self._used[root] = set()
-        want = n if n is not None else 0
+            parts = self._parts_of(requested)
+        root, want, free, used = parts
         if want not in used:
             used.add(want)
-            return root if (n is None and want == 0) else f"{root}.{want}"
+            return free
         # XLA's SequentialIdGenerator: the counter starts at 0 and only moves forward
         # (a clone of `add.15` becomes `add.0` while 0 is free).
         k = self._next.get(root, 0)

@@ -154,3 +154,59 @@ def test_wide_node_operand_replacements_keep_every_position():
     expected = ["p42" if e == "p41" else e for e in expected]
     check()
     assert t not in g["p40"].users and t not in g["p41"].users
+
+
+WIDE_ADD = """HloModule m
+ENTRY e {
+  p0 = f32[4] parameter(0)
+  p1 = f32[4] parameter(1)
+  p2 = f32[4] parameter(2)
+  p3 = f32[4] parameter(3)
+  a = f32[4] add(p0, p1)
+  n = f32[4] negate(p3)
+  s = f32[4] subtract(a, p2)
+  ROOT r = f32[4] multiply(s, n)
+}
+"""
+
+
+def test_fusing_a_middle_operand_renumbers_and_renames_only_the_later_parameters():
+    """XLA re-creates every parameter after the removed one as `param_<n-1>`; the earlier ones
+    keep their names, and the parameter list stays in number order."""
+    prog = Program.from_module(hlofuse.loads(WIDE_ADD))
+    g = prog.entry
+    fusion = create_fusion(g["r"], "kLoop")  # r(s, n): param_0 = s, param_1 = n
+    fuse_instruction(fusion, g["s"])  # s at 0 goes; n becomes param_0 (renamed); a, p2 appended
+    params = fusion.fused.parameters
+    assert [op.name for op in fusion.operands] == ["n", "a", "p2"]
+    assert [p.parameter_number for p in params] == [0, 1, 2]
+    assert [p.name for p in params] == ["param_0.1", "param_1.1", "param_2"]
+    fuse_instruction(fusion, g["a"])  # a at 1 goes: p2 becomes param_1; p0, p1 appended
+    assert [op.name for op in fusion.operands] == ["n", "p2", "p0", "p1"]
+    params = fusion.fused.parameters
+    assert [p.parameter_number for p in params] == [0, 1, 2, 3]
+    assert [p.name for p in params] == ["param_0.1", "param_1.2", "param_2.1", "param_3"]
+    assert all(fusion.fused.get(p.name) is p for p in params)
+    fuse_instruction(fusion, g["n"])  # the first: every other parameter moves down; p3 appended
+    assert [op.name for op in fusion.operands] == ["p2", "p0", "p1", "p3"]
+    assert [p.name for p in fusion.fused.parameters] == ["param_0.2", "param_1.3", "param_2.2", "param_3.1"]
+    assert [p.parameter_number for p in fusion.fused.parameters] == [0, 1, 2, 3]
+
+
+def test_printed_instructions_equal_the_ones_the_dataclass_builds():
+    """to_module writes ir.Instruction's slots directly (graph._bind_instruction_maker): every
+    field must come out as the constructor sets it."""
+    from hlofuse import graph, ir
+
+    prog = Program.from_module(hlofuse.loads(EXP_MUL))
+    g = prog.entry
+    fuse_instruction(create_fusion(g["m"], "kLoop"), g["e"])
+    fast = prog.to_module()
+    made = [i for c in fast.computations for i in c.instructions]
+    assert made and all(type(i) is ir.Instruction for i in made)
+    rebuilt = [ir.Instruction(i.name, i.opcode, i.shape, i.operands, i.attrs, i.literal, i.called, i.span)
+               for i in made]
+    assert [(r, r.span) for r in rebuilt] == [(i, i.span) for i in made]
+    assert [hash(r) for r in rebuilt] == [hash(i) for i in made]
+    fusion = next(i for i in made if i.opcode == "fusion")
+    assert fusion.called and fusion.attr("calls") == fusion.called[0] and fusion.operands == ("p1", "p0")
