@@ -119,3 +119,16 @@ def test_no_pass_or_rule_reads_string_keyed_facts():
                  for path in sorted((ROOT / folder).glob("*.py"))
                  for i, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
     assert not offenders, offenders
+
+
+def test_loop_carried_boundaries_state_no_fact_nobody_supplies():
+    """BND-LOOP-CARRIED's facts are what the edge tracer found (producer, consumer, loop,
+    bytes): no fact is a placeholder that no caller fills in."""
+    from conftest import REPO
+
+    report = hlofuse.explain(REPO / "sample_dumps" / "cpu" / "cartpole_c_separate", predict=False).to_dict()
+    carried = [b for b in report["boundaries"] if b["rule"] == "BND-LOOP-CARRIED"]
+    assert carried
+    for b in carried:
+        assert set(b["facts"]) == {"producer", "consumer", "loop", "bytes"}
+        assert all(value not in ("", None) for value in b["facts"].values())

@@ -209,8 +209,7 @@ def loop_carried(c):
         return None
     return objection(producer=c.producer_name,
                      consumer=c.consumer_name,
-                     loop=c.loop, bytes=c.bytes,
-                     reads_in=c.consumer_role)
+                     loop=c.loop, bytes=c.bytes)
 
 
 @rule(id="BND-LOOP-INPUT", name="boundary-loop-input", passes=PASSES, pipelines=ALL_PIPELINES,

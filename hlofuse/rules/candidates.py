@@ -144,15 +144,14 @@ class BoundaryCandidate(Candidate):
     the explainer.  What the edge tracer found: `crossing` (the loop or call boundaries the
     value crosses), `bytes` it carries, the display names `producer_name` and
     `consumer_name`, `loop` (words for the enclosing loop), `tuple_role`, the copies copy
-    insertion added (`inserted_copies`, with `copy_reasons` by name) and the `pipeline`.
-    `consumer_role`: how the consumer reads the value in a loop ("" when not said)."""
+    insertion added (`inserted_copies`, with `copy_reasons` by name) and the `pipeline`."""
 
     __slots__ = ("crossing", "bytes", "producer_name", "consumer_name", "loop", "tuple_role",
-                 "inserted_copies", "copy_reasons", "pipeline", "consumer_role")
+                 "inserted_copies", "copy_reasons", "pipeline")
 
     def __init__(self, producer: Any, consumer: Any, ctx: Any, *, crossing: tuple, bytes: int,
                  producer_name: str, consumer_name: str, loop: str, tuple_role: str,
-                 inserted_copies: frozenset, copy_reasons: Any, pipeline: str | None, consumer_role: str = ""):
+                 inserted_copies: frozenset, copy_reasons: Any, pipeline: str | None):
         self.producer = producer
         self.consumer = consumer
         self.ctx = ctx
@@ -168,4 +167,3 @@ class BoundaryCandidate(Candidate):
         self.inserted_copies = inserted_copies
         self.copy_reasons = copy_reasons
         self.pipeline = pipeline
-        self.consumer_role = consumer_role
