@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+#: PYTHONPATH for child Pythons the tests start: this checkout first, then what the suite was
+#: started with (dependencies may live outside the venv, as where they travel as wheels).
+CHILD_PYTHONPATH = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
 
 # The suite keeps a cache of its own (hlofuse/result_cache.py, the grammar, the rule
 # catalogue), made afresh for each run and removed after it: it neither reads nor fills the

@@ -33,7 +33,8 @@ except Exception as missing:  # noqa: BLE001
     pytest.skip(f"JAX's CUDA plugin is not usable here ({missing})", allow_module_level=True)
 jax.config.update("jax_platforms", "cpu")  # this process never starts a GPU runtime
 
-REPO = Path(__file__).resolve().parent.parent
+from conftest import CHILD_PYTHONPATH, REPO  # noqa: E402
+
 GPU = "h100_sxm"
 
 PROGRAMS = '''
@@ -296,7 +297,7 @@ def test_functions_and_pytree_classes_of_the_callers_own_script(tmp_path):
             dump = hlofuse.compile_jax(step, s, backend="cpu")
             print(dump.module, len(hlofuse.explain(dump).kernels))
         '''))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}
+    env = {**os.environ, "PYTHONPATH": CHILD_PYTHONPATH, "JAX_PLATFORMS": "cpu"}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     module, count = done.stdout.split()
@@ -366,7 +367,7 @@ def test_a_script_that_compiles_when_imported_is_told_to_guard_the_call(tmp_path
     script = tmp_path / "unguarded.py"
     script.write_text("import numpy as np\nimport hlofuse\n\ndef f(x):\n    return x * 2\n\n"
                       "hlofuse.compile_jax(f, np.zeros(4, np.float32), backend='cpu')\n")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}
+    env = {**os.environ, "PYTHONPATH": CHILD_PYTHONPATH, "JAX_PLATFORMS": "cpu"}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode != 0
     assert "unguarded.py:7: error: importing the script: RuntimeError: hlofuse.compile_jax was called while its " \

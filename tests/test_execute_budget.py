@@ -21,7 +21,7 @@ from hlofuse.execute.interp import Evaluator, evaluate
 from hlofuse.explain import explain
 from hlofuse.explain.loops import trip_count
 
-from conftest import REPO
+from conftest import CHILD_PYTHONPATH, REPO
 
 LOOP = """HloModule loop
 
@@ -171,7 +171,7 @@ def test_bench_refuses_in_one_line(tmp_path):
     path.write_text(HUGE)
     loop = tmp_path / "loop.hlo"
     loop.write_text(_loop(config=_known("1000000000000000000")))
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HLOFUSE_CACHE": os.environ["HLOFUSE_CACHE"]}
+    env = {"PYTHONPATH": CHILD_PYTHONPATH, "PATH": "/usr/bin:/bin", "HLOFUSE_CACHE": os.environ["HLOFUSE_CACHE"]}
     for args, words in [([str(path)], "needs about 7.3 TiB"),
                         ([str(loop), "--max-iterations", "500"], "runs its body 1,000,000,000,000,000,000 times"),
                         ([str(path), "--memory-limit", "100T"], None)]:
@@ -210,7 +210,7 @@ def test_launch_counts_past_what_a_float_holds(tmp_path):
     for extra in ([], ["--json"]):
         run = subprocess.run([sys.executable, "-m", "hlofuse", "explain", str(path), "--backend", "cpu", *extra],
                              capture_output=True, text=True, cwd=REPO, timeout=300,
-                             env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "COLUMNS": "200",
+                             env={"PYTHONPATH": CHILD_PYTHONPATH, "PATH": "/usr/bin:/bin", "COLUMNS": "200",
                                   "HLOFUSE_CACHE": os.environ["HLOFUSE_CACHE"]})
         assert run.returncode == 0, run.stderr
         if extra:

@@ -196,7 +196,7 @@ def test_fusing_a_middle_operand_renumbers_and_renames_only_the_later_parameters
 def test_printed_instructions_equal_the_ones_the_dataclass_builds():
     """to_module writes ir.Instruction's slots directly (graph._bind_instruction_maker): every
     field must come out as the constructor sets it."""
-    from hlofuse import graph, ir
+    from hlofuse import ir
 
     prog = Program.from_module(hlofuse.loads(EXP_MUL))
     g = prog.entry

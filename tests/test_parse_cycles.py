@@ -13,7 +13,7 @@ import hlofuse
 from hlofuse import HloSyntaxError, ir
 from hlofuse.cycles import call_cycle, find_cycle, instruction_cycle, require_acyclic
 
-from conftest import REPO
+from conftest import CHILD_PYTHONPATH, REPO
 
 
 def _module(*computations: str) -> str:
@@ -192,7 +192,7 @@ def test_commands_reject_a_cycle(tmp_path, command):
     path.write_text(_module("ENTRY main {\n  p = f32[4] parameter(0)\n  exp = f32[4] exponential(exp)\n"
                             "  ROOT add = f32[4] add(p, exp)\n}"))
     run = subprocess.run([sys.executable, "-m", "hlofuse", command, str(path)], capture_output=True, text=True,
-                         cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
+                         cwd=REPO, env={"PYTHONPATH": CHILD_PYTHONPATH, "PATH": "/usr/bin:/bin",
                                         "HLOFUSE_CACHE": os.environ["HLOFUSE_CACHE"]}, timeout=120)
     assert run.returncode == 3, run.stderr
     errors = [line for line in run.stderr.splitlines() if ": error: " in line]

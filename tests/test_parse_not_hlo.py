@@ -17,14 +17,14 @@ import hlofuse
 from hlofuse import HloSyntaxError
 from hlofuse.terminal import printable
 
-from conftest import REPO
+from conftest import CHILD_PYTHONPATH, REPO
 
 HLO = "HloModule m\n\nENTRY main {\n  ROOT p = f32[4] parameter(0)\n}\n"
 
 
 def _cli(args: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "hlofuse", *args], input=stdin, capture_output=True, cwd=REPO,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
+                          env={"PYTHONPATH": CHILD_PYTHONPATH, "PATH": "/usr/bin:/bin",
                                "HLOFUSE_CACHE": os.environ["HLOFUSE_CACHE"]}, timeout=120)
 
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from hlofuse import private_files
 from hlofuse.cli import COMMANDS, main
 
-from conftest import REPO
+from conftest import CHILD_PYTHONPATH, REPO
 
 _PROBE = """
 import contextlib, io, json, sys
@@ -28,7 +28,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith("hlofuse"))))
 
 
 def _modules_imported(*args: str) -> set[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": CHILD_PYTHONPATH}
     out = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, env=env,
                          check=True, cwd=REPO)
     return set(json.loads(out.stdout.splitlines()[-1]))
