@@ -71,7 +71,7 @@ def main() -> int:
         wanted = set(args.only.split(","))
         folders = [f for f in folders if f.name in wanted]
     rows, results = [], {}
-    header = ("| program | XLA's kernels (dump) | hlofuse unfused ms | hlofuse xla plan ms | ok | "
+    header = ("| program | kernels: dump / XLA here | hlofuse unfused ms | hlofuse xla plan ms | ok | "
               "XLA per call ms | XLA pipelined ms | xla plan / XLA pipelined |")
     print(header + "\n|---|---:|---:|---:|---|---:|---:|---:|", flush=True)
     for folder in folders:
@@ -85,7 +85,8 @@ def main() -> int:
             ratio = fused["median_s"] / xla["pipelined_s"]
         results[folder.name]["ratio"] = ratio
         ok = all(p.get("ok") for p in plans.values()) if plans else False
-        row = (f"| {folder.name} | {fused.get('kernels', '–')} | {_ms(unfused.get('median_s'))} | "
+        row = (f"| {folder.name} | {fused.get('kernels', '–')} / {xla.get('kernels', '–')} | "
+               f"{_ms(unfused.get('median_s'))} | "
                f"{_ms(fused.get('median_s'))} | {'yes' if ok else 'NO: ' + str(ours.get('error', ''))[:60]} | "
                f"{_ms(xla.get('median_s'))} | {_ms(xla.get('pipelined_s'))} | "
                f"{f'{ratio:.2f}x' if ratio else xla.get('error', '–')[:60]} |")

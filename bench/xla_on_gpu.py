@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -96,9 +97,13 @@ def one_program(name: str, repeat: int, seed: int) -> dict:
         jax.block_until_ready(out)
         pipelined.append((time.perf_counter() - start) / PIPELINED_CALLS)
     device = jax.devices()[0]
+    # XLA's kernels in its optimised module (fusions and library calls, per run of the text:
+    # a kernel inside a while body counts once), to set beside the dump's plan
+    text = fn.lower(*args).compile().as_text() or ""
+    kernels = len(re.findall(r"= [^=]*\b(?:fusion|custom-call)\(", text))
     return {"program": name, "device": f"{device.platform} ({device.device_kind})", "jax": jax.__version__,
             "compile_s": compile_s, "median_s": statistics.median(times), "min_s": min(times), "times": times,
-            "pipelined_s": statistics.median(pipelined)}
+            "pipelined_s": statistics.median(pipelined), "kernels": kernels}
 
 
 def main() -> int:
