@@ -459,7 +459,8 @@ def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = 
             if signature(plan.module) != sig:
                 raise ExecutionError(f"its inputs differ from the reference's ({plan.module.name})")
             lowered = lower(plan.module, loop_kernels=plan.loop, loop_tile=getattr(device, "loop_tile", 1),
-                            generated_dots=getattr(device, "generated_dots", False))
+                            generated_dots=getattr(device, "generated_dots", False),
+                            split_gemm_fusions=getattr(device, "split_gemm_fusions", False))
             if plan.loop and not any(k.kind == "loop" for k in lowered.kernels):
                 raise ExecutionError("no while loop here runs as one kernel: " + "; ".join(lowered.notes)
                                      if lowered.notes else "the module has no while loop")

@@ -1,9 +1,8 @@
 """The CUDA target: the same kernel bodies as the CPU's, one thread per element (a warp per
 element where a reduction of 32 or more elements is split across its lanes), compiled
-with NVRTC through CuPy (RawModule) and launched from the same host steps; dots and cuBLAS
-calls go to CuPy's matmul (cuBLAS), the other library kernels (kCustom fusions, cuDNN
-convolutions, sorts, TopK) to the reference evaluator bound to CuPy (execute/device_eval.py),
-and timing uses CUDA events around each run.
+with NVRTC through CuPy (RawModule) and launched from the same host steps; library kernels
+go to execute/gpu_library.py (dots and cuBLAS calls as CuPy's matmul, the rest through the
+reference evaluator bound to CuPy), and timing uses CUDA events around each run.
 
 CuPy is optional (`pip install 'hlofuse[gpu]'`, or `'hlofuse[gpu-cuda13]'` for a CUDA 13
 driver): this module imports it only when a device is created, and `render` /
@@ -24,6 +23,7 @@ import numpy as np
 from ..errors import BackendUnavailable, ExecutionError
 from .emit import EmitError, ctype
 from .kernel import KernelBody
+from .gpu_library import library_call
 from .prelude import prelude
 
 BLOCK = 256
@@ -166,6 +166,7 @@ class CudaDevice:
     """Buffers are CuPy arrays (elements in physical order); kernels come from one RawModule."""
 
     name = "cuda"
+    split_gemm_fusions = True  # a GEMM fusion's prologue and epilogue generated, its dot cuBLAS
 
     def __init__(self):
         try:
@@ -238,112 +239,3 @@ class CudaDevice:
         stop.record()
         stop.synchronize()
         return self.cp.cuda.get_elapsed_time(start, stop) / 1e3
-
-
-def library_call(cp, lowered, kernel, handles):
-    """Dots and cuBLAS custom calls run on the GPU with CuPy's matmul (cuBLAS); any other
-    library call (kCustom fusions, cuDNN convolutions, sorts, TopK) through the reference
-    evaluator bound to CuPy (execute/device_eval.py), or on the host where CuPy cannot run it
-    (noted in the plan's notes)."""
-    from .device_eval import library_call as device_call
-    from .interp import GEMM_TARGETS, dot_dims
-
-    instr = kernel.instr
-    n_in = kernel.n_inputs
-    ins, outs = handles[:n_in], handles[n_in:]
-    shapes = kernel.shapes or [lowered.buffers[a].shape for a in kernel.args]
-    in_shapes, out_shapes = shapes[:n_in], shapes[n_in:]
-    if instr.opcode == "dot" or (instr.opcode == "custom-call" and instr.custom_call_target in GEMM_TARGETS):
-        dims = dot_dims(instr) if instr.opcode == "dot" else _gemm_dims(instr)
-
-        def call():
-            a = _logical(cp, ins[0], in_shapes[0])
-            b = _logical(cp, ins[1], in_shapes[1])
-            out = _dot(cp, a, b, *dims)
-            if instr.opcode == "custom-call":
-                out = _epilogue(cp, instr, out, [_logical(cp, h, s) for h, s in zip(ins[2:], in_shapes[2:])])
-            shape = out_shapes[0]
-            outs[0][: shape.elements] = _physical(cp, out.reshape(shape.dims).astype(outs[0].dtype), shape)
-        return call
-    on_device = device_call(cp, lowered, kernel, handles)
-    state = {"run": None}
-
-    def call():
-        if state["run"] is not None:
-            return state["run"]()
-        try:  # the first call decides: on the device, or (it cannot run there) on the host
-            on_device()
-            state["run"] = on_device
-        except Exception as err:  # an operation CuPy lacks: say so, never fail the plan
-            lowered.notes.append(f"{kernel.label} ran on the host (two copies per call): the GPU evaluator "
-                                 f"failed with {type(err).__name__}: {str(err)[:160]}")
-            state["run"] = host_fallback(cp, lowered, kernel, handles)
-            state["run"]()
-    return call
-
-
-def host_fallback(cp, lowered, kernel, handles):
-    """A library kernel run by the NumPy evaluator: inputs copied to the host, outputs back."""
-    from .cpu import library_call as host_call
-
-    n_in = kernel.n_inputs
-    ins, outs = handles[:n_in], handles[n_in:]
-    host_ins = [np.empty(h.size, h.dtype) for h in ins]
-    host_outs = [np.empty(h.size, h.dtype) for h in outs]
-    run_host = host_call(lowered, kernel, host_ins + host_outs)
-
-    def call_on_host():
-        for d, h in zip(host_ins, ins):
-            d[:] = cp.asnumpy(h)
-        run_host()
-        for h, d in zip(outs, host_outs):
-            h[:] = cp.asarray(d)
-    return call_on_host
-
-
-def _logical(cp, flat, shape):
-    from .numeric import major_to_minor
-
-    order = major_to_minor(shape)
-    return cp.transpose(flat[: shape.elements].reshape(tuple(shape.dims[d] for d in order)), np.argsort(order))
-
-
-def _physical(cp, array, shape):
-    from .numeric import major_to_minor
-
-    return cp.ascontiguousarray(cp.transpose(array, major_to_minor(shape))).reshape(-1)
-
-
-def _gemm_dims(instr):
-    from .. import attributes as attrs
-
-    d = attrs.backend_config(instr).get("gemm_backend_config", {}).get("dot_dimension_numbers", {})
-    return tuple(tuple(int(v) for v in d.get(k, [])) for k in (
-        "lhs_contracting_dimensions", "rhs_contracting_dimensions", "lhs_batch_dimensions", "rhs_batch_dimensions"))
-
-
-def _dot(cp, lhs, rhs, lc, rc, lb, rb):
-    lfree = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
-    rfree = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
-    bs = [lhs.shape[d] for d in lb]
-    m = [lhs.shape[d] for d in lfree]
-    n = [rhs.shape[d] for d in rfree]
-    k = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
-    a = cp.transpose(lhs, list(lb) + lfree + list(lc)).reshape(int(np.prod(bs, dtype=np.int64)), -1, k)
-    b = cp.transpose(rhs, list(rb) + list(rc) + rfree).reshape(int(np.prod(bs, dtype=np.int64)), k, -1)
-    return cp.matmul(a, b).reshape(bs + m + n)
-
-
-def _epilogue(cp, instr, out, extra):
-    from .. import attributes as attrs
-
-    config = attrs.backend_config(instr).get("gemm_backend_config", {})
-    out = out * float(config.get("alpha_real", 1.0))
-    epilogue = config.get("epilogue", "DEFAULT")
-    if "BIAS" in epilogue and extra:
-        out = out + extra.pop(0)
-    if float(config.get("beta", 0.0)) and extra:
-        out = out + float(config["beta"]) * extra.pop(0)
-    if "RELU" in epilogue:
-        out = cp.maximum(out, 0)
-    return out

@@ -229,11 +229,12 @@ class Lowerer:
     loops whose body is elementwise per batch element become one kernel (execute/loop.py)."""
 
     def __init__(self, module: ir.Module, *, loop_kernels: bool = False, loop_tile: int = 1,
-                 generated_dots: bool = False):
+                 generated_dots: bool = False, split_gemm_fusions: bool = False):
         self.module = module
         self.loop_kernels = loop_kernels
         self.loop_tile = loop_tile
         self.generated_dots = generated_dots
+        self.split_gemm_fusions = split_gemm_fusions
         self.buffers: list[Buffer] = []
         self.kernels: list[Kernel] = []
         self.notes: list[str] = []
@@ -376,6 +377,9 @@ class Lowerer:
                             [operands[k] for k in dot_operands], steps, outputs=temp)
             return self._generated(scope, instr, rest_comp, self.symbol(instr.name), label, kind,
                                    list(operands) + [temp], steps)
+        gemm = split_gemm_fusion(self.module, instr) if library and self.split_gemm_fusions else None
+        if gemm is not None:
+            return self._split_gemm(scope, instr, gemm, label, kind, operands, steps)
         if library:
             outputs = self._output_tree(scope, instr)
             flat_in = []
@@ -393,6 +397,41 @@ class Lowerer:
         comp = _kernel_computation(self.module, scope.comp, instr)
         in_place = self._in_place_ok(scope, instr) and _sole_user_is_root(comp)
         return self._generated(scope, instr, comp, self.symbol(instr.name), label, kind, operands, steps, in_place)
+
+    def _split_gemm(self, scope: _Scope, instr: ir.Instruction, gemm: "GemmSplit", label: str, kind: str,
+                    operands: list[Tree], steps: list) -> Tree:
+        """A GEMM fusion as the GPU runs it here: a generated kernel per dot operand computed
+        in the fusion (its prologue) into a temporary, the dot as one library call (cuBLAS),
+        then a generated kernel for the code after the dot (its epilogue) reading the dot's
+        result.  Operands that are fusion parameters (through bitcasts) are read in place, and
+        a dot whose result is the fusion's (through bitcasts) writes the fusion's buffer."""
+        dot_in = []
+        for k, source in enumerate(gemm.sources):
+            if isinstance(source, int):
+                tree = operands[source]
+                if not isinstance(tree, int):
+                    raise emit.EmitError(f"kernel {label}: operand {source} is a tuple, not a buffer")
+                dot_in.append(tree)
+            else:
+                temp = self.new_buffer(source.root.shape)
+                self._generated(scope, instr, source, self.symbol(f"{instr.name}.prologue{k}"),
+                                f"{label} (prologue {k})", kind, operands, steps, outputs=temp)
+                dot_in.append(temp)
+        if gemm.epilogue is None:
+            outputs = self._output_tree(scope, instr)
+            dot_out = outputs
+        else:
+            outputs = None
+            dot_out = self.new_buffer(gemm.dot.shape)
+        shapes = [gemm.operand_shapes[0], gemm.operand_shapes[1], gemm.dot.shape]
+        nbytes = sum(self.buffers[b].nbytes for b in set(dot_in) | {dot_out})
+        self.kernels.append(Kernel(self.symbol(instr.name + ".dot"), label + " (dot)", "library", scope.comp.name,
+                                   dot_in + [dot_out], nbytes, instr=gemm.dot, n_inputs=2, shapes=shapes))
+        steps.append(Launch(len(self.kernels) - 1))
+        if gemm.epilogue is None:
+            return outputs
+        return self._generated(scope, instr, gemm.epilogue, self.symbol(instr.name), label, kind,
+                               list(operands) + [dot_out], steps)
 
     def _generated(self, scope: _Scope, instr: ir.Instruction, comp: ir.Computation, name: str, label: str,
                    kind: str, operands: list[Tree], steps: list, in_place: bool = False,
@@ -626,6 +665,80 @@ def outlined_dot(module: ir.Module, instr: ir.Instruction) -> tuple[ir.Computati
     return dot_comp, rest, [s.parameter_number for s in sources]
 
 
+@dataclass(frozen=True)
+class GemmSplit:
+    """A GEMM fusion cut around its dot: for each dot operand the fusion parameter it reads
+    (through bitcasts) or the computation of it (a prologue over the fusion's parameters);
+    the dot alone; the code after it (over the fusion's parameters and the dot's result as a
+    last parameter), None when the fusion's result is the dot's (through bitcasts)."""
+
+    sources: tuple  # int (a fusion parameter number) or ir.Computation, per dot operand
+    operand_shapes: tuple  # the shapes the dot sees its operands in
+    dot: ir.Instruction
+    epilogue: ir.Computation | None
+
+
+def split_gemm_fusion(module: ir.Module, instr: ir.Instruction) -> GemmSplit | None:
+    """XLA:GPU's Triton GEMM fusions (`__triton_gemm`, `__triton_nested_gemm_fusion`: one
+    kernel holding a dot with the per-element code that feeds it and follows it, gpu/
+    transforms/gemm_fusion.cc) cut into what runs here on a GPU: cuBLAS for the dot and
+    generated kernels for the rest.  None when the fusion holds other than one dot and
+    per-element code the generator writes."""
+    if instr.opcode != "fusion" or instr.fusion_kind != "kCustom" or instr.shape.is_tuple:
+        return None
+    comp = module[instr.fused_computation.lstrip("%")]
+    dots = [i for i in comp.instructions if i.opcode == "dot"]
+    if len(dots) != 1 or dots[0].shape.is_tuple or len(dots[0].operands) != 2:
+        return None
+    dot = dots[0]
+    params = tuple(i for i in comp.instructions if i.opcode == "parameter")
+    sources = []
+    for k, name in enumerate(dot.operands):
+        start = _through_bitcasts(comp, name)
+        if start.opcode == "parameter":
+            sources.append(start.parameter_number)
+            continue
+        needed = _ancestors(comp, name)
+        if dot.name in needed:
+            return None
+        body = tuple(i for i in comp.instructions if i.name in needed and i.opcode != "parameter")
+        prologue = ir.Computation(f"{comp.name}.prologue{k}", params + body, name)
+        if not _generatable(module, prologue):
+            return None
+        sources.append(prologue)
+    epilogue = None
+    if _through_bitcasts(comp, comp.root_name).name != dot.name:
+        result = ir.Instruction(dot.name, "parameter", dot.shape, literal=str(len(params)))
+        needed = _ancestors(comp, comp.root_name, stop=dot.name)
+        body = tuple(i for i in comp.instructions if i.name in needed and i.opcode != "parameter"
+                     and i.name != dot.name)
+        epilogue = ir.Computation(f"{comp.name}.epilogue", params + (result,) + body, comp.root_name)
+        if not _generatable(module, epilogue):
+            return None
+    return GemmSplit(tuple(sources), tuple(comp[o].shape for o in dot.operands), dot, epilogue)
+
+
+def _through_bitcasts(comp: ir.Computation, name: str) -> ir.Instruction:
+    """The instruction `name` reinterprets, past any bitcasts (which move no bytes)."""
+    instr = comp[name]
+    while instr.opcode == "bitcast":
+        instr = comp[instr.operands[0]]
+    return instr
+
+
+def _ancestors(comp: ir.Computation, name: str, stop: str | None = None) -> set[str]:
+    """`name` and every instruction it reads, transitively (not past `stop`)."""
+    seen, todo = set(), [name]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current != stop:
+            todo.extend(comp[current].operands)
+    return seen
+
+
 def _kernel_kind(instr: ir.Instruction) -> str:
     if instr.opcode == "fusion":  # a generated kCustom fusion keeps its kind
         return instr.fusion_kind or "kLoop"
@@ -722,10 +835,13 @@ def _bytes_read(comp: ir.Computation, number: int, full: int) -> int:
     return full
 
 
-def lower(module: ir.Module, *, loop_kernels: bool = False, loop_tile: int = 1, generated_dots: bool = False) -> Lowered:
+def lower(module: ir.Module, *, loop_kernels: bool = False, loop_tile: int = 1, generated_dots: bool = False,
+          split_gemm_fusions: bool = False) -> Lowered:
     """`loop_tile`: batch elements one thread of a loop kernel takes; `generated_dots`: dots
-    as generated kernels rather than library calls (the device says both)."""
+    as generated kernels rather than library calls; `split_gemm_fusions`: a GEMM fusion as
+    generated prologues and epilogue around a library dot (the device says all three)."""
     from ..cycles import require_acyclic
 
     require_acyclic(module)  # a module built in memory has not met the parser's check
-    return Lowerer(module, loop_kernels=loop_kernels, loop_tile=loop_tile, generated_dots=generated_dots).lower()
+    return Lowerer(module, loop_kernels=loop_kernels, loop_tile=loop_tile, generated_dots=generated_dots,
+                   split_gemm_fusions=split_gemm_fusions).lower()

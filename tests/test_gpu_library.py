@@ -1,0 +1,112 @@
+"""The GPU's library calls without a GPU: GEMM fusions cut into generated prologues and
+epilogues around one library dot (execute/lower.py), the library-call mapping
+(execute/gpu_library.py) run with NumPy standing in for CuPy and counted
+(execute/array_census.py), the generated parts compiled with nvcc and run in the CUDA
+emulation, every plan checked against the reference evaluator."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hlofuse.bench import load_source, make_plans, run_plans
+from hlofuse.execute import cuda
+from hlofuse.execute.array_census import Census
+from hlofuse.execute.lower import lower
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_dumps"
+needs_cxx = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                               reason="no C++ compiler: the CUDA emulation compiles the kernels as C++")
+
+
+def xla_plan(folder: str):
+    return make_plans(load_source(str(SAMPLES / folder)), ["xla"])[0].module
+
+
+def test_gemm_fusions_are_cut_around_one_library_dot():
+    lowered = lower(xla_plan("gpu-current-h100/mlp"), split_gemm_fusions=True)
+    kernels = {k.label: k for k in lowered.kernels}
+    # gemm_fusion_dot: a dot of two (bitcast) parameters, its result the fusion's
+    assert kernels["main.3/gemm_fusion_dot (dot)"].instr.opcode == "dot"
+    assert not [label for label in kernels if label.startswith("main.3/gemm_fusion_dot (")
+                and label != "main.3/gemm_fusion_dot (dot)"]
+    # gemm_fusion_dot.1: bias and ReLU on the lhs before the dot: one prologue, no epilogue
+    assert kernels["main.3/gemm_fusion_dot.1 (prologue 0)"].generated
+    assert "main.3/gemm_fusion_dot.1 (prologue 1)" not in kernels
+    # gemm_fusion_dot_general.5: a prologue, the dot, and the bias added after it
+    order = [k.label for k in lowered.kernels if "gemm_fusion_dot_general.5" in k.label]
+    assert order == ["main.3/gemm_fusion_dot_general.5 (prologue 0)", "main.3/gemm_fusion_dot_general.5 (dot)",
+                     "main.3/gemm_fusion_dot_general.5"]
+    assert kernels["main.3/gemm_fusion_dot_general.5"].generated
+    # without the flag (the CPU's lowering) the fusion stays one library kernel
+    plain = lower(xla_plan("gpu-current-h100/mlp"))
+    assert [k.label for k in plain.kernels if not k.generated] == [
+        "main.3/gemm_fusion_dot", "main.3/gemm_fusion_dot.1", "main.3/gemm_fusion_dot_general.5"]
+
+
+def test_a_dot_whose_result_is_bitcast_writes_the_fusion_buffer():
+    """rnn_scan's GEMM fusions end in a bitcast of the dot (f32[128,16]{0,1} → f32[16,128]):
+    the same bytes, so the dot writes the fusion's buffer and no epilogue runs."""
+    lowered = lower(xla_plan("gpu-current-h100/rnn_scan"), split_gemm_fusions=True)
+    gemm = [k for k in lowered.kernels if "gemm_fusion" in k.label]
+    assert [k.label for k in gemm] == ["region_0.4/gemm_fusion_dot_general.0 (dot)",
+                                       "region_0.4/gemm_fusion_dot_general.1 (dot)"]
+    assert all(k.shapes[2].minor_to_major == (0, 1) for k in gemm)
+
+
+@pytest.mark.skipif(cuda.nvcc() is None, reason="nvcc is not installed: CUDA kernels not compiled")
+def test_gemm_prologues_and_epilogues_compile_with_nvcc():
+    for folder in ("gpu-current-h100/mlp", "gpu-current-h100/attention"):
+        lowered = lower(xla_plan(folder), split_gemm_fusions=True)
+        bodies = [k.body for k in lowered.kernels if k.generated and ("prologue" in k.label or "gemm" in k.label)]
+        assert bodies, folder
+        ptx = cuda.compile_ptx(cuda.render(bodies))
+        assert all(f".entry {b.name}(" in ptx for b in bodies)
+
+
+@needs_cxx
+@pytest.mark.parametrize("folder", ["gpu-current-h100/mlp", "gpu-current-h100/attention",
+                                    "gpu-current-h100/rnn_scan", "gpu-legacy-rtx2080ti/mlp",
+                                    "gpu-legacy-rtx2080ti/rnn_scan"])
+def test_each_dot_is_one_library_call_and_no_host_synchronisation(folder):
+    """The emulated GPU runs the CUDA text of the generated kernels and the GPU's library
+    mapping with NumPy as its array library: every dot (a Triton GEMM fusion's, or a cuBLAS
+    custom call without epilogue) is one matmul and never waits for the device."""
+    from hlofuse.execute.cuda_emulate import EmulatedCudaDevice
+
+    device = EmulatedCudaDevice()
+    results = run_plans(make_plans(load_source(str(SAMPLES / folder)), ["xla"]), device, repeat=1, warmup=0)
+    assert all(r.ok for r in results), [(r.error, r.max_rel_error) for r in results]
+    dots = {label: counts for label, counts in device.census_by_kernel.items()
+            if label.endswith("(dot)") or "custom-call" in label}
+    assert dots
+    assert all(counts == (1, 0) for counts in dots.values()), dots
+
+
+def test_the_census_counts_what_a_gpu_would_launch_and_wait_for():
+    census = Census()
+    np_ = census.lib
+    a = census.device(np.arange(6, dtype=np.float32).reshape(2, 3))
+    b = np_.maximum(a, 1)  # a ufunc: one call
+    c = b.T.reshape(3, 2)  # views and a reshape: no call
+    total = np_.sum(c)  # a function on a device array: one call, a 0-d device array back
+    assert isinstance(total, census.ndarray)
+    assert float(total) == 16.0 and bool(np_.any(a > 4))
+    assert census.calls["maximum"] == 1 and census.calls["sum"] == 1
+    assert census.syncs == {"float": 1, "bool": 1}
+
+
+def test_a_scatter_add_is_one_atomic_instruction_on_the_gpu():
+    """segment_sum's scatter-add (4096 rows into 4 segments on bench's inputs: a thousand
+    updates per element) as atomicAdd, as XLA's scatter emitter does, rather than a
+    compare-and-swap loop that retries once per competing update."""
+    lowered = lower(xla_plan("gpu-current-h100/segment_sum"))
+    scatter = next(k for k in lowered.kernels if "scatter" in k.label)
+    text = cuda.render([scatter.body])
+    assert "HF_ATOMIC_ADD(f32, &" in text and "HF_COMBINE_4(" not in text.split("*/", 1)[-1].split(
+        'extern "C"', 1)[-1]
+    if cuda.nvcc() is not None:
+        assert "red.global.add.f32" in cuda.compile_ptx(text) or "atom.global.add.f32" in cuda.compile_ptx(text)
