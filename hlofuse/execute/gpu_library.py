@@ -61,10 +61,8 @@ def _dot_call(lib, lowered, kernel, handles):
     # contiguous (as C, or as C with m and n swapped: computed then as rhs^T · lhs^T)
     result = out.reshape(batch, m, n) if out.flags.c_contiguous else None
     swapped = None
-    if result is None and out.ndim >= 2:
-        flipped = out.reshape(batch, m, n) if _reshapes_as_view(out, (batch, m, n)) else None
-        if flipped is not None and flipped.transpose(0, 2, 1).flags.c_contiguous:
-            swapped = flipped.transpose(0, 2, 1)
+    if result is None and len(lfree) == 1 and len(rfree) == 1 and out.swapaxes(-1, -2).flags.c_contiguous:
+        swapped = out.swapaxes(-1, -2).reshape(batch, n, m)
     in_place = compute == dtype and lhs.dtype == dtype and rhs.dtype == dtype and epilogue is None
 
     def operands():
@@ -90,15 +88,6 @@ def _dot_call(lib, lowered, kernel, handles):
                 value = epilogue.apply(lib, value, extra)
             out[...] = value.astype(dtype, copy=False)
     return call
-
-
-def _reshapes_as_view(array, dims) -> bool:
-    try:
-        view = array.view()
-        view.shape = dims  # raises where the reshape would need a copy
-        return True
-    except (AttributeError, ValueError):
-        return False
 
 
 class _Epilogue:
