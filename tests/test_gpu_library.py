@@ -110,3 +110,57 @@ def test_a_scatter_add_is_one_atomic_instruction_on_the_gpu():
         'extern "C"', 1)[-1]
     if cuda.nvcc() is not None:
         assert "red.global.add.f32" in cuda.compile_ptx(text) or "atom.global.add.f32" in cuda.compile_ptx(text)
+
+
+def _comparator(folder: str, called_by: str):
+    module = xla_plan(folder)
+    instr = next(i for c in module.computations for i in c.instructions if i.opcode == called_by)
+    return module[instr.called[0]]
+
+
+def test_keyed_comparators_are_read_from_the_hlo():
+    from hlofuse.execute.keyed_sort import comparator_keys
+
+    # JAX's argsort: the value's total-order key, ties broken by the carried iota
+    keys = comparator_keys(_comparator("gpu-current-h100/argsort_rows", "sort"))
+    assert [(k.operand, k.descending) for k in keys] == [(0, False), (2, False)]
+    assert keys[0].key.root.shape.element_type == "s32" and keys[1].key.root.opcode == "parameter"
+    # TopK: the total-order key, greatest first
+    keys = comparator_keys(_comparator("gpu-current-h100/top_k", "custom-call"))
+    assert [(k.operand, k.descending) for k in keys] == [(0, True)]
+
+
+def test_comparators_that_are_not_keyed_are_left_to_the_evaluator():
+    from hlofuse.parse import parse_text
+    from hlofuse.execute.keyed_sort import comparator_keys
+
+    module = parse_text("""HloModule m
+%mixed (a: f32[], b: f32[], c: s32[], d: s32[]) -> pred[] {
+  %a = f32[] parameter(0)
+  %d = f32[] parameter(1)
+  ROOT %lt = pred[] compare(%a, %d), direction=LT
+}
+%crossed (a: s32[], b: s32[], c: s32[], d: s32[]) -> pred[] {
+  %a = s32[] parameter(0)
+  %d = s32[] parameter(3)
+  ROOT %lt = pred[] compare(%a, %d), direction=LT
+}
+ENTRY %e (p: f32[4]) -> f32[4] {
+  ROOT %p = f32[4] parameter(0)
+}
+""")
+    assert comparator_keys(module["mixed"]) is None  # float keys compared as floats: NaN, -0
+    assert comparator_keys(module["crossed"]) is None  # lhs of one operand against rhs of another
+
+
+@needs_cxx
+@pytest.mark.parametrize("folder", ["gpu-current-h100/argsort_rows", "gpu-current-h100/top_k",
+                                    "gpu-legacy-rtx2080ti/argsort_rows", "gpu-legacy-rtx2080ti/top_k"])
+def test_sorts_and_topk_by_keys_never_wait_for_the_device(folder):
+    from hlofuse.execute.cuda_emulate import EmulatedCudaDevice
+
+    device = EmulatedCudaDevice()
+    results = run_plans(make_plans(load_source(str(SAMPLES / folder)), ["unfused", "xla"]), device, repeat=1,
+                        warmup=0)
+    assert all(r.ok for r in results), [(r.error, r.max_rel_error) for r in results]
+    assert device.census_by_kernel and all(syncs == 0 for _, syncs in device.census_by_kernel.values())

@@ -141,8 +141,10 @@ def _logical(flat, shape):
 def _evaluated(lib, lowered, kernel, handles):
     """The reference evaluator bound to `lib`; the first call decides for good whether the
     kernel runs there or (an operation the library lacks) on the host, which is noted."""
+    from .device_eval import bind
     from .device_eval import library_call as device_call
 
+    _sort_by_keys(bind(lib), lib)
     on_device = device_call(lib, lowered, kernel, handles)
     state = {"run": None}
 
@@ -158,6 +160,48 @@ def _evaluated(lib, lowered, kernel, handles):
             state["run"] = host_fallback(lib, lowered, kernel, handles)
             state["run"]()
     return call
+
+
+def _sort_by_keys(interp, lib) -> None:
+    """The bound evaluator's sort and TopK handlers, for comparators that order by integer
+    keys (execute/keyed_sort.py), as stable argsorts of the keys: a dozen array calls and no
+    host synchronisation instead of the reference's checked guess.  Other comparators keep
+    the evaluator's own handlers.  Installed once per bound evaluator."""
+    from .keyed_sort import comparator_keys, stable_order
+
+    handlers = interp.HANDLERS
+    if getattr(handlers.get("sort"), "keyed", False):
+        return
+    plain_sort, plain_custom = handlers["sort"], handlers["custom-call"]
+    analysed: dict[str, object] = {}
+
+    def keys_of(ev, name):
+        if name not in analysed:
+            analysed[name] = comparator_keys(ev.module[name])
+        return analysed[name]
+
+    def sort(ev, instr, ops):
+        keys = keys_of(ev, instr.called[0]) if instr.called else None
+        if keys is None or any(k.operand >= len(ops) for k in keys):
+            return plain_sort(ev, instr, ops)
+        axis = attrs.dimensions(instr)[0]
+        order = stable_order(lib, ev, keys, ops, axis)
+        out = [lib.moveaxis(lib.take_along_axis(lib.moveaxis(o, axis, -1), order, axis=-1), -1, axis) for o in ops]
+        return tuple(out) if instr.shape.is_tuple else out[0]
+
+    def custom_call(ev, instr, ops):
+        keys = keys_of(ev, instr.called[0]) if instr.custom_call_target in interp.TOPK_TARGETS and instr.called \
+            else None
+        if keys is None or any(k.operand != 0 for k in keys):  # operand 1 is TopK's implicit index
+            return plain_custom(ev, instr, ops)
+        k = instr.shape.tuple_shapes[0].dims[-1]
+        x = ops[0]
+        index = stable_order(lib, ev, keys, [x], x.ndim - 1)[..., :k].astype(np.int32)
+        return lib.take_along_axis(x, index, axis=-1), index
+
+    sort.keyed = True
+    handlers["sort"] = sort
+    handlers["custom-call"] = custom_call
 
 
 def host_fallback(lib, lowered, kernel, handles):
