@@ -164,3 +164,36 @@ def test_sorts_and_topk_by_keys_never_wait_for_the_device(folder):
                         warmup=0)
     assert all(r.ok for r in results), [(r.error, r.max_rel_error) for r in results]
     assert device.census_by_kernel and all(syncs == 0 for _, syncs in device.census_by_kernel.values())
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_the_evaluators_convolution_is_the_plain_sum_over_windows(groups):
+    """The reference convolution (one contraction over channels and kernel offsets, a matrix
+    product on a GPU; per offset when grouped) against the definition written as loops:
+    strides, padding and kernel dilation on an NCHW input."""
+    from hlofuse.attributes import WindowDim
+    from hlofuse.execute import arrays
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 4 // groups, 3, 2)).astype(np.float32)
+    window = (WindowDim(3, stride=2, pad_low=1, pad_high=2, rhs_dilation=1), WindowDim(2, stride=1, pad_low=0,
+                                                                                        pad_high=1, rhs_dilation=2))
+    got = arrays.convolution(x, w, window, "bf01_oi01->bf01", groups, 1, np.dtype(np.float32))
+    padded = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (1, 2), (0, 1)])
+    oh = (padded.shape[2] - 3) // 2 + 1
+    ow = padded.shape[3] - (2 - 1) * 2 - 1 + 1
+    want = np.zeros((2, 6, oh, ow))
+    per = 6 // groups
+    for n in range(2):
+        for o in range(6):
+            g = o // per
+            for i in range(oh):
+                for j in range(ow):
+                    for c in range(4 // groups):
+                        for ki in range(3):
+                            for kj in range(2):
+                                want[n, o, i, j] += padded[n, g * (4 // groups) + c, i * 2 + ki, j + kj * 2] \
+                                    * w[o, c, ki, kj]
+    assert got.shape == want.shape
+    assert np.allclose(got, want, rtol=1e-5, atol=1e-5)
