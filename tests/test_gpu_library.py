@@ -197,3 +197,99 @@ def test_the_evaluators_convolution_is_the_plain_sum_over_windows(groups):
                                     * w[o, c, ki, kj]
     assert got.shape == want.shape
     assert np.allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+class _FakeCuda:
+    """Just enough of cupy.cuda for graph_run: streams that capture (or refuse to), graphs
+    that count their launches."""
+
+    def __init__(self, refuse: bool):
+        fake = self
+        self.launches = 0
+
+        class Stream:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def synchronize(self):
+                pass
+
+            def begin_capture(self):
+                if refuse:
+                    raise RuntimeError("operation not permitted when stream is capturing")
+
+            def end_capture(self):
+                class Graph:
+                    def launch(self, stream):
+                        fake.launches += 1
+                return Graph()
+
+        class MemoryPool:
+            malloc = None
+
+        class _Using:
+            def __init__(self, allocator):
+                pass
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        self.cuda = type("cuda", (), {"Stream": Stream, "MemoryPool": MemoryPool, "using_allocator": _Using})
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_steps_replay_as_one_graph_or_fall_back_to_launches(refuse):
+    lowered = lower(xla_plan("gpu-current-h100/rnn_scan"), split_gemm_fusions=True)
+    assert not cuda.reads_the_host(lowered.steps)  # a loop of known trip count: capturable
+    cp = _FakeCuda(refuse)
+    ran = []
+    run = cuda.graph_run(cp, lowered, [lambda: ran.append(1)])
+    run()
+    run()
+    if refuse:
+        assert cp.launches == 0 and len(ran) == 3  # the warm-up before the capture, then each run
+        assert any("not as a CUDA graph" in n for n in lowered.notes)
+    else:
+        assert cp.launches == 2 and len(ran) == 2  # warm-up and capture; then only replays
+        assert not lowered.notes
+
+
+def test_steps_that_read_the_device_on_the_host_are_not_graphed():
+    from hlofuse.parse import parse_text
+
+    module = parse_text("""HloModule w
+%cond (s: s32[]) -> pred[] {
+  %s = s32[] parameter(0)
+  ROOT %lt = pred[] compare(%s, %s), direction=LT
+}
+%body (s: s32[]) -> s32[] {
+  %s = s32[] parameter(0)
+  ROOT %n = s32[] negate(%s)
+}
+ENTRY %e (p: s32[]) -> s32[] {
+  %p = s32[] parameter(0)
+  ROOT %w = s32[] while(%p), condition=%cond, body=%body
+}
+""")
+    lowered = lower(module)
+    assert cuda.reads_the_host(lowered.steps)
+    assert cuda.graph_run(_FakeCuda(False), lowered, []) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("folder", ["gpu-current-h100/rnn_scan", "gpu-current-h100/cartpole_c_separate",
+                                    "gpu-current-h100/mlp", "gpu-current-h100/top_k"])
+def test_programs_replay_as_cuda_graphs_on_a_gpu(folder):
+    if not cuda.available():
+        pytest.skip("no CUDA device and CuPy")
+    results = run_plans(make_plans(load_source(str(SAMPLES / folder)), ["unfused", "xla"]), cuda.CudaDevice(),
+                        repeat=2)
+    for r in results:
+        assert r.ok, (r.name, r.error, r.max_rel_error)
+        assert not [n for n in r.notes if "CUDA graph" in n], r.notes

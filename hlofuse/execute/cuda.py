@@ -168,7 +168,9 @@ class CudaDevice:
     name = "cuda"
     split_gemm_fusions = True  # a GEMM fusion's prologue and epilogue generated, its dot cuBLAS
 
-    def __init__(self):
+    def __init__(self, graphs: bool = True):
+        #: replay each program's steps as one CUDA graph where they read nothing on the host
+        self.graphs = graphs
         try:
             import cupy
         except ImportError:
@@ -221,6 +223,9 @@ class CudaDevice:
     def library(self, lowered, kernel, handles):
         return library_call(self.cp, lowered, kernel, handles)
 
+    def graph(self, lowered, steps):
+        return graph_run(self.cp, lowered, steps) if self.graphs else None
+
     def copier(self, dst, src, nbytes: int):
         def copy():
             dst[: src.size] = src
@@ -239,3 +244,62 @@ class CudaDevice:
         stop.record()
         stop.synchronize()
         return self.cp.cuda.get_elapsed_time(start, stop) / 1e3
+
+
+def reads_the_host(steps) -> bool:
+    """Whether running the steps reads a device value on the host (a while loop's condition
+    without a known trip count, a conditional's selector): such steps cannot be one graph."""
+    from .lower import Conditional, While
+
+    for step in steps:
+        if isinstance(step, Conditional):
+            return True
+        if isinstance(step, While) and (step.trip_count is None or
+                                        any(reads_the_host(s) for s in (step.entry, step.body, step.end))):
+            return True
+    return False
+
+
+def graph_run(cp, lowered, steps):
+    """The steps' device work captured once as a CUDA graph and replayed as one launch, as
+    XLA:GPU replays its command buffers: a program of many small kernels (a loop's body run
+    a known number of times) then costs one launch from Python instead of one per kernel.
+    None when the steps read the device on the host (reads_the_host).  The capture runs on
+    its own stream with its own memory pool (the temporaries library calls allocate while
+    captured stay that graph's, never handed to another buffer); a capture that fails (a
+    library call the graph cannot hold) falls back for good to the steps one by one, noted.
+    The first run captures; every run, the first included, replays."""
+    if reads_the_host(lowered.steps):
+        return None
+    state: dict = {}
+
+    def run_steps():
+        for step in steps:
+            step()
+
+    def capture():
+        pool = cp.cuda.MemoryPool()
+        stream = cp.cuda.Stream()
+        with cp.cuda.using_allocator(pool.malloc), stream:
+            run_steps()  # the library calls' first-call decisions and temporaries, before capture
+            stream.synchronize()
+            stream.begin_capture()
+            try:
+                run_steps()
+            finally:
+                graph = stream.end_capture()
+        state.update(graph=graph, stream=stream, pool=pool)
+
+    def run():
+        if "graph" not in state and "failed" not in state:
+            try:
+                capture()
+            except Exception as err:  # noqa: BLE001 - any failure: the plain steps still run
+                state["failed"] = err
+                lowered.notes.append(f"the steps run one by one, not as a CUDA graph: its capture failed "
+                                     f"with {type(err).__name__}: {str(err)[:160]}")
+        if "graph" in state:
+            state["graph"].launch(state["stream"])
+        else:
+            run_steps()
+    return run
