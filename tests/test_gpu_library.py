@@ -26,7 +26,10 @@ def xla_plan(folder: str):
     return make_plans(load_source(str(SAMPLES / folder)), ["xla"])[0].module
 
 
-def test_gemm_fusions_are_cut_around_one_library_dot():
+def test_gemm_fusions_are_cut_around_one_library_dot(monkeypatch):
+    from hlofuse.execute import lower as lowering
+
+    monkeypatch.setattr(lowering, "SMALL_DOT_MACS", 0)  # every dot a library call
     lowered = lower(xla_plan("gpu-current-h100/mlp"), split_gemm_fusions=True)
     kernels = {k.label: k for k in lowered.kernels}
     # gemm_fusion_dot: a dot of two (bitcast) parameters, its result the fusion's
@@ -47,9 +50,12 @@ def test_gemm_fusions_are_cut_around_one_library_dot():
         "main.3/gemm_fusion_dot", "main.3/gemm_fusion_dot.1", "main.3/gemm_fusion_dot_general.5"]
 
 
-def test_a_dot_whose_result_is_bitcast_writes_the_fusion_buffer():
+def test_a_dot_whose_result_is_bitcast_writes_the_fusion_buffer(monkeypatch):
     """rnn_scan's GEMM fusions end in a bitcast of the dot (f32[128,16]{0,1} → f32[16,128]):
     the same bytes, so the dot writes the fusion's buffer and no epilogue runs."""
+    from hlofuse.execute import lower as lowering
+
+    monkeypatch.setattr(lowering, "SMALL_DOT_MACS", 0)
     lowered = lower(xla_plan("gpu-current-h100/rnn_scan"), split_gemm_fusions=True)
     gemm = [k for k in lowered.kernels if "gemm_fusion" in k.label]
     assert [k.label for k in gemm] == ["region_0.4/gemm_fusion_dot_general.0 (dot)",
@@ -67,15 +73,50 @@ def test_gemm_prologues_and_epilogues_compile_with_nvcc():
         assert all(f".entry {b.name}(" in ptx for b in bodies)
 
 
+def test_small_dots_are_generated_as_row_reductions():
+    """Dots of at most SMALL_DOT_MACS multiply-adds (rnn_scan's 16x64·64x128 in its loop, the
+    mlp's last 64x256·256x10 with its bias and ReLU around it) are one generated kernel each:
+    the GEMM fusion's whole body, its dot a sum of products along the contracting dims."""
+    from hlofuse.execute.lower import SMALL_DOT_MACS
+
+    rnn = lower(xla_plan("gpu-current-h100/rnn_scan"), split_gemm_fusions=True)
+    gemm = [k for k in rnn.kernels if "gemm_fusion" in k.label]
+    assert [k.label for k in gemm] == ["region_0.4/gemm_fusion_dot_general.0", "region_0.4/gemm_fusion_dot_general.1"]
+    assert all(k.generated for k in gemm) and all(k.kind == "kCustom" for k in gemm)
+    mlp = lower(xla_plan("gpu-current-h100/mlp"), split_gemm_fusions=True)
+    last = [k for k in mlp.kernels if "gemm_fusion_dot_general.5" in k.label]
+    assert [k.generated for k in last] == [True]
+    big = [k for k in mlp.kernels if k.label == "main.3/gemm_fusion_dot (dot)"]  # 64x256·256x512: cuBLAS
+    assert big and 64 * 512 * 256 > SMALL_DOT_MACS
+    text = cuda.render([k.body for k in gemm + last])
+    assert "__shfl_xor_sync" in text or "HF_SHFL_XOR" in text  # the sum split across a warp's lanes
+    if cuda.nvcc() is not None:
+        ptx = cuda.compile_ptx(text)
+        assert all(f".entry {k.body.name}(" in ptx for k in gemm + last)
+
+
+@needs_cxx
+@pytest.mark.parametrize("folder", ["gpu-current-h100/mlp"])  # rnn_scan's 64 launches of warps take minutes
+def test_small_dots_run_in_the_cuda_emulation_and_match_the_reference(folder):
+    from hlofuse.execute.cuda_emulate import EmulatedCudaDevice
+
+    results = run_plans(make_plans(load_source(str(SAMPLES / folder)), ["unfused", "xla"]), EmulatedCudaDevice(),
+                        repeat=1, warmup=0)
+    assert all(r.ok for r in results), [(r.name, r.error, r.max_rel_error) for r in results]
+
+
 @needs_cxx
 @pytest.mark.parametrize("folder", ["gpu-current-h100/mlp", "gpu-current-h100/attention",
                                     "gpu-current-h100/rnn_scan", "gpu-legacy-rtx2080ti/mlp",
                                     "gpu-legacy-rtx2080ti/rnn_scan"])
-def test_each_dot_is_one_library_call_and_no_host_synchronisation(folder):
+def test_each_dot_is_one_library_call_and_no_host_synchronisation(folder, monkeypatch):
     """The emulated GPU runs the CUDA text of the generated kernels and the GPU's library
     mapping with NumPy as its array library: every dot (a Triton GEMM fusion's, or a cuBLAS
     custom call without epilogue) is one matmul and never waits for the device."""
+    from hlofuse.execute import lower as lowering
     from hlofuse.execute.cuda_emulate import EmulatedCudaDevice
+
+    monkeypatch.setattr(lowering, "SMALL_DOT_MACS", 0)  # every dot a library call
 
     device = EmulatedCudaDevice()
     results = run_plans(make_plans(load_source(str(SAMPLES / folder)), ["xla"]), device, repeat=1, warmup=0)
@@ -293,3 +334,26 @@ def test_programs_replay_as_cuda_graphs_on_a_gpu(folder):
     for r in results:
         assert r.ok, (r.name, r.error, r.max_rel_error)
         assert not [n for n in r.notes if "CUDA graph" in n], r.notes
+
+
+@pytest.mark.parametrize("folder", ["gpu-current-h100/rnn_scan", "gpu-current-h100/mlp",
+                                    "gpu-current-h100/attention", "gpu-legacy-rtx2080ti/rnn_scan"])
+def test_dots_written_as_reductions_compute_the_dot(folder):
+    """The GPU's lowering (small dots as reductions, GEMM fusions cut around cuBLAS) run by
+    the CPU's kernels, against the reference evaluator: the rewrite computes the dot
+    (rnn_scan's dot of transposed operands into a {0,1} layout included)."""
+    from hlofuse.bench import signature
+    from hlofuse.execute.cpu import CpuDevice, value_leaves
+    from hlofuse.execute.inputs import random_inputs, relative_error
+    from hlofuse.execute.interp import evaluate
+    from hlofuse.execute.runtime import Runner
+
+    module = xla_plan(folder)
+    args = random_inputs(signature(module), 1)
+    want = [np.asarray(v) for v in value_leaves(evaluate(module, args))]
+    runner = Runner(lower(module, split_gemm_fusions=True), CpuDevice())
+    runner.set_inputs(args)
+    runner.count()
+    got = runner.outputs()
+    assert len(got) == len(want)
+    assert all(relative_error(g, w) <= 1e-5 for g, w in zip(got, want))

@@ -18,6 +18,7 @@ that buffer in place.  Entry parameters and constants are never written.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Union
@@ -230,7 +231,7 @@ class Lowerer:
 
     def __init__(self, module: ir.Module, *, loop_kernels: bool = False, loop_tile: int = 1,
                  generated_dots: bool = False, split_gemm_fusions: bool = False):
-        self.module = module
+        self.module = with_adders(module) if split_gemm_fusions else module
         self.loop_kernels = loop_kernels
         self.loop_tile = loop_tile
         self.generated_dots = generated_dots
@@ -377,6 +378,11 @@ class Lowerer:
                             [operands[k] for k in dot_operands], steps, outputs=temp)
             return self._generated(scope, instr, rest_comp, self.symbol(instr.name), label, kind,
                                    list(operands) + [temp], steps)
+        if library and self.split_gemm_fusions:
+            # a small dot (or GEMM fusion) as one generated kernel: its dot a row reduction
+            small = small_dot_computation(self.module, scope.comp, instr)
+            if small is not None:
+                return self._generated(scope, instr, small, self.symbol(instr.name), label, kind, operands, steps)
         gemm = split_gemm_fusion(self.module, instr) if library and self.split_gemm_fusions else None
         if gemm is not None:
             return self._split_gemm(scope, instr, gemm, label, kind, operands, steps)
@@ -663,6 +669,115 @@ def outlined_dot(module: ir.Module, instr: ir.Instruction) -> tuple[ir.Computati
     if not _generatable(module, rest, True):
         return None
     return dot_comp, rest, [s.parameter_number for s in sources]
+
+
+#: dots of at most this many multiply-adds run on the GPU as generated kernels (a warp per
+#: output element summing its products, the dot written as a reduction) rather than cuBLAS:
+#: a library call costs more than such a dot's work, and it keeps a program's steps one
+#: CUDA graph (CuPy refuses to capture cuBLAS calls)
+SMALL_DOT_MACS = 1 << 19
+
+
+def _adder_name(element_type: str) -> str:
+    return f"hlofuse.add.{element_type}"
+
+
+def with_adders(module: ir.Module) -> ir.Module:
+    """The module with a scalar add computation per element type dots may produce (the
+    reductions small dots become call them)."""
+    extra = []
+    for et in ("f16", "bf16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"):
+        if _adder_name(et) in module:
+            continue
+        scalar = ir.Shape(et)
+        a = ir.Instruction("a", "parameter", scalar, literal="0")
+        b = ir.Instruction("b", "parameter", scalar, literal="1")
+        total = ir.Instruction("sum", "add", scalar, operands=("a", "b"))
+        extra.append(ir.Computation(_adder_name(et), (a, b, total), "sum"))
+    return dataclasses.replace(module, computations=module.computations + tuple(extra))
+
+
+def dot_as_reduction(comp: ir.Computation, dot: ir.Instruction) -> tuple[ir.Instruction, ...] | None:
+    """A dot as XLA defines it, written as the sum over its contracting dimensions of the
+    products of its broadcast operands (dims: batch, lhs free, rhs free, then contracting,
+    those most minor so the sum is a row reduction), the reduce keeping the dot's name and
+    shape.  None for dots with other than one array result or an unsupported type."""
+    from .interp import dot_dims
+
+    out = dot.shape
+    if out.is_tuple or out.element_type not in ("f16", "bf16", "f32", "f64", "s8", "s16", "s32", "s64", "u8",
+                                                "u16", "u32", "u64"):
+        return None
+    lc, rc, lb, rb = dot_dims(dot)
+    lhs, rhs = comp[dot.operands[0]], comp[dot.operands[1]]
+    lfree = [d for d in range(lhs.shape.rank) if d not in lc and d not in lb]
+    rfree = [d for d in range(rhs.shape.rank) if d not in rc and d not in rb]
+    rank = out.rank
+    wide_dims = out.dims + tuple(lhs.shape.dims[d] for d in lc)
+    k = len(lc)
+    wide = ir.array_shape(out.element_type, wide_dims,
+                          tuple(range(rank + k - 1, rank - 1, -1)) + tuple(out.minor_to_major))
+
+    def position(d, batch, free, contracting, free_base):
+        if d in batch:
+            return batch.index(d)
+        if d in free:
+            return free_base + free.index(d)
+        return rank + contracting.index(d)
+
+    made = []
+    sides = []
+    for side, operand, batch, free, contracting, base in (("l", lhs, lb, lfree, lc, len(lb)),
+                                                          ("r", rhs, rb, rfree, rc, len(lb) + len(lfree))):
+        name = operand.name
+        if operand.shape.element_type != out.element_type:
+            converted = ir.Instruction(f"{dot.name}.{side}.convert", "convert",
+                                       operand.shape.with_element_type(out.element_type), operands=(name,))
+            made.append(converted)
+            name = converted.name
+        dims = ",".join(str(position(d, batch, free, contracting, base)) for d in range(operand.shape.rank))
+        spread = ir.Instruction(f"{dot.name}.{side}", "broadcast", wide, operands=(name,),
+                                attrs=(("dimensions", "{" + dims + "}"),))
+        made.append(spread)
+        sides.append(spread.name)
+    product = ir.Instruction(f"{dot.name}.products", "multiply", wide, operands=tuple(sides))
+    zero = ir.Instruction(f"{dot.name}.zero", "constant", ir.Shape(out.element_type), literal="0")
+    summed = ",".join(str(rank + i) for i in range(k))
+    total = ir.Instruction(dot.name, "reduce", out, operands=(product.name, zero.name),
+                           attrs=(("dimensions", "{" + summed + "}"), ("to_apply", _adder_name(out.element_type))),
+                           called=(_adder_name(out.element_type),))
+    return tuple(made) + (product, zero, total)
+
+
+def small_dot_computation(module: ir.Module, comp: ir.Computation, instr: ir.Instruction) -> ir.Computation | None:
+    """A dot, or a kCustom fusion holding one dot with per-element code around it (XLA:GPU's
+    Triton GEMM fusions), of at most SMALL_DOT_MACS multiply-adds, as one computation the
+    generator writes (the dot as a reduction: dot_as_reduction); None otherwise."""
+    from .interp import dot_dims
+
+    if instr.opcode == "fusion" and instr.fusion_kind == "kCustom":
+        body = module[instr.fused_computation.lstrip("%")]
+    elif instr.opcode == "dot":
+        body = _kernel_computation(module, comp, instr)
+    else:
+        return None
+    dots = [i for i in body.instructions if i.opcode == "dot"]
+    if len(dots) != 1 or instr.shape.is_tuple:
+        return None
+    dot = dots[0]
+    contracted = 1
+    for d in dot_dims(dot)[0]:
+        contracted *= body[dot.operands[0]].shape.dims[d]
+    if dot.shape.elements * contracted > SMALL_DOT_MACS:
+        return None
+    replaced = dot_as_reduction(body, dot)
+    if replaced is None:
+        return None
+    instructions = []
+    for i in body.instructions:
+        instructions += replaced if i.name == dot.name else (i,)
+    rewritten = ir.Computation(f"{body.name}.as_reduction", tuple(instructions), body.root_name)
+    return rewritten if _generatable(module, rewritten) else None
 
 
 @dataclass(frozen=True)
