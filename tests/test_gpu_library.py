@@ -73,12 +73,16 @@ def test_gemm_prologues_and_epilogues_compile_with_nvcc():
         assert all(f".entry {b.name}(" in ptx for b in bodies)
 
 
-def test_small_dots_are_generated_as_row_reductions():
+def test_small_dots_are_generated_as_row_reductions(monkeypatch):
     """Dots of at most SMALL_DOT_MACS multiply-adds (rnn_scan's 16x64·64x128 in its loop, the
-    mlp's last 64x256·256x10 with its bias and ReLU around it) are one generated kernel each:
-    the GEMM fusion's whole body, its dot a sum of products along the contracting dims."""
-    from hlofuse.execute.lower import SMALL_DOT_MACS
+    mlp's 64x256·256x10 with its bias and ReLU around it) are one generated kernel each:
+    the GEMM fusion's whole body, its dot a sum of products along the contracting dims;
+    larger ones stay cuBLAS calls."""
+    from hlofuse.execute import lower as lowering
 
+    assert not [k for k in lower(xla_plan("gpu-current-h100/mlp"), split_gemm_fusions=True).kernels
+                if not k.generated]  # every mlp dot is at most 8.4M multiply-adds
+    monkeypatch.setattr(lowering, "SMALL_DOT_MACS", 1 << 19)
     rnn = lower(xla_plan("gpu-current-h100/rnn_scan"), split_gemm_fusions=True)
     gemm = [k for k in rnn.kernels if "gemm_fusion" in k.label]
     assert [k.label for k in gemm] == ["region_0.4/gemm_fusion_dot_general.0", "region_0.4/gemm_fusion_dot_general.1"]
@@ -86,8 +90,8 @@ def test_small_dots_are_generated_as_row_reductions():
     mlp = lower(xla_plan("gpu-current-h100/mlp"), split_gemm_fusions=True)
     last = [k for k in mlp.kernels if "gemm_fusion_dot_general.5" in k.label]
     assert [k.generated for k in last] == [True]
-    big = [k for k in mlp.kernels if k.label == "main.3/gemm_fusion_dot (dot)"]  # 64x256·256x512: cuBLAS
-    assert big and 64 * 512 * 256 > SMALL_DOT_MACS
+    big = [k for k in mlp.kernels if k.label == "main.3/gemm_fusion_dot (dot)"]  # 4x64x64·64x512: cuBLAS
+    assert big and not big[0].generated
     text = cuda.render([k.body for k in gemm + last])
     assert "__shfl_xor_sync" in text or "HF_SHFL_XOR" in text  # the sum split across a warp's lanes
     if cuda.nvcc() is not None:
@@ -97,8 +101,11 @@ def test_small_dots_are_generated_as_row_reductions():
 
 @needs_cxx
 @pytest.mark.parametrize("folder", ["gpu-current-h100/mlp"])  # rnn_scan's 64 launches of warps take minutes
-def test_small_dots_run_in_the_cuda_emulation_and_match_the_reference(folder):
+def test_small_dots_run_in_the_cuda_emulation_and_match_the_reference(folder, monkeypatch):
+    from hlofuse.execute import lower as lowering
     from hlofuse.execute.cuda_emulate import EmulatedCudaDevice
+
+    monkeypatch.setattr(lowering, "SMALL_DOT_MACS", 1 << 19)  # the emulated warps of larger dots take minutes
 
     results = run_plans(make_plans(load_source(str(SAMPLES / folder)), ["unfused", "xla"]), EmulatedCudaDevice(),
                         repeat=1, warmup=0)
@@ -325,10 +332,11 @@ ENTRY %e (p: s32[]) -> s32[] {
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("folder", ["gpu-current-h100/rnn_scan", "gpu-current-h100/cartpole_c_separate",
-                                    "gpu-current-h100/top_k", "gpu-current-h100/mlp"])
+                                    "gpu-current-h100/top_k", "gpu-current-h100/mlp",
+                                    "gpu-current-h100/conv2d_bias_relu"])
 def test_programs_replay_as_cuda_graphs_on_a_gpu(folder):
     """Every program whose steps read nothing on the host replays as one CUDA graph, except
-    where a cuBLAS call (a dot above SMALL_DOT_MACS: the mlp's) makes CuPy refuse the capture:
+    where a cuBLAS call (the convolution's matrix product) makes CuPy refuse the capture:
     then its steps run one by one, noted, and still match the reference."""
     if not cuda.available():
         pytest.skip("no CUDA device and CuPy")
@@ -337,7 +345,7 @@ def test_programs_replay_as_cuda_graphs_on_a_gpu(folder):
     for r in results:
         assert r.ok, (r.name, r.error, r.max_rel_error)
         refused = [n for n in r.notes if "CUDA graph" in n]
-        if folder.endswith("mlp"):
+        if folder.endswith("conv2d_bias_relu"):
             assert refused and "cuBLAS" in refused[0], r.notes
         else:
             assert not refused, r.notes
