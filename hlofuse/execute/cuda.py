@@ -1,7 +1,8 @@
 """The CUDA target: the same kernel bodies as the CPU's, one thread per element (a warp per
 element where a reduction of 32 or more elements is split across its lanes), compiled
-with NVRTC through CuPy (RawModule) and launched from the same host steps; library kernels
-go to execute/gpu_library.py (dots and cuBLAS calls as CuPy's matmul, the rest through the
+with NVRTC through CuPy (RawModule) and launched from the same host steps, which replay as
+one CUDA graph where they read nothing on the host (graph_run); library kernels go to
+execute/gpu_library.py (dots and cuBLAS calls as CuPy's matmul, the rest through the
 reference evaluator bound to CuPy), and timing uses CUDA events around each run.
 
 CuPy is optional (`pip install 'hlofuse[gpu]'`, or `'hlofuse[gpu-cuda13]'` for a CUDA 13
