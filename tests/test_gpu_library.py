@@ -336,8 +336,9 @@ ENTRY %e (p: s32[]) -> s32[] {
                                     "gpu-current-h100/conv2d_bias_relu"])
 def test_programs_replay_as_cuda_graphs_on_a_gpu(folder):
     """Every program whose steps read nothing on the host replays as one CUDA graph, except
-    where a cuBLAS call (the convolution's matrix product) makes CuPy refuse the capture:
-    then its steps run one by one, noted, and still match the reference."""
+    where a library call the capture cannot hold (the convolution through the evaluator: a
+    host-to-device copy, a cuBLAS call) makes CuPy refuse it: then its steps run one by one,
+    noted, and still match the reference."""
     if not cuda.available():
         pytest.skip("no CUDA device and CuPy")
     results = run_plans(make_plans(load_source(str(SAMPLES / folder)), ["unfused", "xla"]), cuda.CudaDevice(),
@@ -346,7 +347,7 @@ def test_programs_replay_as_cuda_graphs_on_a_gpu(folder):
         assert r.ok, (r.name, r.error, r.max_rel_error)
         refused = [n for n in r.notes if "CUDA graph" in n]
         if folder.endswith("conv2d_bias_relu"):
-            assert refused and "cuBLAS" in refused[0], r.notes
+            assert refused, r.notes
         else:
             assert not refused, r.notes
 
