@@ -77,7 +77,7 @@ def main() -> int:
         wanted = set(args.only.split(","))
         folders = [f for f in folders if f.name in wanted]
     rows, results = [], {}
-    header = ("| program | XLA's kernels (dump) | hlofuse unfused ms | hlofuse xla plan ms | ok | "
+    header = ("| program | hlofuse kernels (xla plan) | hlofuse unfused ms | hlofuse xla plan ms | ok | "
               "XLA per call ms | XLA pipelined ms | xla plan / XLA pipelined |")
     print(header + "\n|---|---:|---:|---:|---|---:|---:|---:|", flush=True)
     for folder in folders:
