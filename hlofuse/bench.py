@@ -459,14 +459,14 @@ def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = 
             if signature(plan.module) != sig:
                 raise ExecutionError(f"its inputs differ from the reference's ({plan.module.name})")
             lowered = lower(plan.module, loop_kernels=plan.loop, loop_tile=getattr(device, "loop_tile", 1),
-                            generated_dots=getattr(device, "generated_dots", False))
+                            generated_dots=getattr(device, "generated_dots", False),
+                            split_gemm_fusions=getattr(device, "split_gemm_fusions", False))
             if plan.loop and not any(k.kind == "loop" for k in lowered.kernels):
                 raise ExecutionError("no while loop here runs as one kernel: " + "; ".join(lowered.notes)
                                      if lowered.notes else "the module has no while loop")
             runner = Runner(lowered, device)
             runner.set_inputs(inputs)
             counts = runner.count()
-            result.notes += lowered.notes  # after the first run: a device may add notes then
             outputs = runner.outputs()
             if len(outputs) != len(reference):
                 raise ExecutionError(f"{len(outputs)} outputs, the reference has {len(reference)}")
@@ -474,6 +474,7 @@ def prepare(plans: list[Plan], device, *, inputs: Sequence[np.ndarray] | None = 
             if runner.native:  # what is timed is the device's own run of the steps: check it too
                 runner.run()
                 errors = [max(e, relative_error(o, r)) for e, o, r in zip(errors, runner.outputs(), reference)]
+            result.notes += lowered.notes  # after the first runs: a device may add notes then
             result.max_rel_error = max(errors, default=0.0)
             result.ok = all(e <= tolerance(_etype(r)) for e, r in zip(errors, reference))
             result.kernels = len(lowered.kernels)

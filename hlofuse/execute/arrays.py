@@ -213,6 +213,15 @@ def _conv_nchw(X, W, window, out_sp, groups, acc_type):
     n, c = X.shape[:2]
     o = W.shape[0]
     cg, og = c // groups, o // groups
+    if groups == 1:
+        # every kernel offset's window of the input side by side (N C K out...), then one
+        # contraction over channels and offsets: one matrix product (cuBLAS on a GPU)
+        # instead of one per offset
+        patches = np.stack([X[(slice(None), slice(None)) + _window_slices(offset, window, out_sp)]
+                            for offset in np.ndindex(*W.shape[2:])], axis=2)
+        flat_w = W.reshape(o, c, -1)
+        out = np.tensordot(patches, flat_w, axes=([1, 2], [1, 2]))  # N out... O
+        return np.moveaxis(out, -1, 1).astype(acc_type, copy=False)
     out = np.zeros((n, o) + tuple(out_sp), acc_type)
     for offset in np.ndindex(*W.shape[2:]):
         sl = tuple(slice(off * win.rhs_dilation, off * win.rhs_dilation + (s - 1) * win.stride + 1, win.stride)
@@ -224,6 +233,12 @@ def _conv_nchw(X, W, window, out_sp, groups, acc_type):
             wg = wk[g * og:(g + 1) * og]
             out[:, g * og:(g + 1) * og] += np.einsum("nc...,oc->no...", pg, wg)
     return out
+
+
+def _window_slices(offset, window, out_sp) -> tuple:
+    """The input positions one kernel offset meets at every output position, as slices."""
+    return tuple(slice(off * win.rhs_dilation, off * win.rhs_dilation + (s - 1) * win.stride + 1, win.stride)
+                 for off, win, s in zip(offset, window, out_sp))
 
 
 # ------------------------------------------------------------------------------------------

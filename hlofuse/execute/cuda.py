@@ -1,9 +1,9 @@
 """The CUDA target: the same kernel bodies as the CPU's, one thread per element (a warp per
 element where a reduction of 32 or more elements is split across its lanes), compiled
-with NVRTC through CuPy (RawModule) and launched from the same host steps; dots and cuBLAS
-calls go to CuPy's matmul (cuBLAS), the other library kernels (kCustom fusions, cuDNN
-convolutions, sorts, TopK) to the reference evaluator bound to CuPy (execute/device_eval.py),
-and timing uses CUDA events around each run.
+with NVRTC through CuPy (RawModule) and launched from the same host steps, which replay as
+one CUDA graph where they read nothing on the host (graph_run); library kernels go to
+execute/gpu_library.py (dots and cuBLAS calls as CuPy's matmul, the rest through the
+reference evaluator bound to CuPy), and timing uses CUDA events around each run.
 
 CuPy is optional (`pip install 'hlofuse[gpu]'`, or `'hlofuse[gpu-cuda13]'` for a CUDA 13
 driver): this module imports it only when a device is created, and `render` /
@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import BackendUnavailable, ExecutionError
 from .emit import EmitError, ctype
 from .kernel import KernelBody
+from .gpu_library import library_call
 from .prelude import prelude
 
 BLOCK = 256
@@ -166,8 +167,11 @@ class CudaDevice:
     """Buffers are CuPy arrays (elements in physical order); kernels come from one RawModule."""
 
     name = "cuda"
+    split_gemm_fusions = True  # a GEMM fusion's prologue and epilogue generated, its dot cuBLAS
 
-    def __init__(self):
+    def __init__(self, graphs: bool = True):
+        #: replay each program's steps as one CUDA graph where they read nothing on the host
+        self.graphs = graphs
         try:
             import cupy
         except ImportError:
@@ -220,6 +224,9 @@ class CudaDevice:
     def library(self, lowered, kernel, handles):
         return library_call(self.cp, lowered, kernel, handles)
 
+    def graph(self, lowered, steps):
+        return graph_run(self.cp, lowered, steps) if self.graphs else None
+
     def copier(self, dst, src, nbytes: int):
         def copy():
             dst[: src.size] = src
@@ -240,110 +247,60 @@ class CudaDevice:
         return self.cp.cuda.get_elapsed_time(start, stop) / 1e3
 
 
-def library_call(cp, lowered, kernel, handles):
-    """Dots and cuBLAS custom calls run on the GPU with CuPy's matmul (cuBLAS); any other
-    library call (kCustom fusions, cuDNN convolutions, sorts, TopK) through the reference
-    evaluator bound to CuPy (execute/device_eval.py), or on the host where CuPy cannot run it
-    (noted in the plan's notes)."""
-    from .device_eval import library_call as device_call
-    from .interp import GEMM_TARGETS, dot_dims
+def reads_the_host(steps) -> bool:
+    """Whether running the steps reads a device value on the host (a while loop's condition
+    without a known trip count, a conditional's selector): such steps cannot be one graph."""
+    from .lower import Conditional, While
 
-    instr = kernel.instr
-    n_in = kernel.n_inputs
-    ins, outs = handles[:n_in], handles[n_in:]
-    shapes = kernel.shapes or [lowered.buffers[a].shape for a in kernel.args]
-    in_shapes, out_shapes = shapes[:n_in], shapes[n_in:]
-    if instr.opcode == "dot" or (instr.opcode == "custom-call" and instr.custom_call_target in GEMM_TARGETS):
-        dims = dot_dims(instr) if instr.opcode == "dot" else _gemm_dims(instr)
-
-        def call():
-            a = _logical(cp, ins[0], in_shapes[0])
-            b = _logical(cp, ins[1], in_shapes[1])
-            out = _dot(cp, a, b, *dims)
-            if instr.opcode == "custom-call":
-                out = _epilogue(cp, instr, out, [_logical(cp, h, s) for h, s in zip(ins[2:], in_shapes[2:])])
-            shape = out_shapes[0]
-            outs[0][: shape.elements] = _physical(cp, out.reshape(shape.dims).astype(outs[0].dtype), shape)
-        return call
-    on_device = device_call(cp, lowered, kernel, handles)
-    state = {"run": None}
-
-    def call():
-        if state["run"] is not None:
-            return state["run"]()
-        try:  # the first call decides: on the device, or (it cannot run there) on the host
-            on_device()
-            state["run"] = on_device
-        except Exception as err:  # an operation CuPy lacks: say so, never fail the plan
-            lowered.notes.append(f"{kernel.label} ran on the host (two copies per call): the GPU evaluator "
-                                 f"failed with {type(err).__name__}: {str(err)[:160]}")
-            state["run"] = host_fallback(cp, lowered, kernel, handles)
-            state["run"]()
-    return call
+    for step in steps:
+        if isinstance(step, Conditional):
+            return True
+        if isinstance(step, While) and (step.trip_count is None or
+                                        any(reads_the_host(s) for s in (step.entry, step.body, step.end))):
+            return True
+    return False
 
 
-def host_fallback(cp, lowered, kernel, handles):
-    """A library kernel run by the NumPy evaluator: inputs copied to the host, outputs back."""
-    from .cpu import library_call as host_call
+def graph_run(cp, lowered, steps):
+    """The steps' device work captured once as a CUDA graph and replayed as one launch, as
+    XLA:GPU replays its command buffers: a program of many small kernels (a loop's body run
+    a known number of times) then costs one launch from Python instead of one per kernel.
+    None when the steps read the device on the host (reads_the_host).  The capture runs on
+    its own stream with its own memory pool (the temporaries library calls allocate while
+    captured stay that graph's, never handed to another buffer); a capture that fails (a
+    library call the graph cannot hold) falls back for good to the steps one by one, noted.
+    The first run captures; every run, the first included, replays."""
+    if reads_the_host(lowered.steps):
+        return None
+    state: dict = {}
 
-    n_in = kernel.n_inputs
-    ins, outs = handles[:n_in], handles[n_in:]
-    host_ins = [np.empty(h.size, h.dtype) for h in ins]
-    host_outs = [np.empty(h.size, h.dtype) for h in outs]
-    run_host = host_call(lowered, kernel, host_ins + host_outs)
+    def run_steps():
+        for step in steps:
+            step()
 
-    def call_on_host():
-        for d, h in zip(host_ins, ins):
-            d[:] = cp.asnumpy(h)
-        run_host()
-        for h, d in zip(outs, host_outs):
-            h[:] = cp.asarray(d)
-    return call_on_host
+    def capture():
+        pool = cp.cuda.MemoryPool()
+        stream = cp.cuda.Stream()
+        with cp.cuda.using_allocator(pool.malloc), stream:
+            run_steps()  # the library calls' first-call decisions and temporaries, before capture
+            stream.synchronize()
+            stream.begin_capture()
+            try:
+                run_steps()
+            finally:
+                graph = stream.end_capture()
+        state.update(graph=graph, stream=stream, pool=pool)
 
-
-def _logical(cp, flat, shape):
-    from .numeric import major_to_minor
-
-    order = major_to_minor(shape)
-    return cp.transpose(flat[: shape.elements].reshape(tuple(shape.dims[d] for d in order)), np.argsort(order))
-
-
-def _physical(cp, array, shape):
-    from .numeric import major_to_minor
-
-    return cp.ascontiguousarray(cp.transpose(array, major_to_minor(shape))).reshape(-1)
-
-
-def _gemm_dims(instr):
-    from .. import attributes as attrs
-
-    d = attrs.backend_config(instr).get("gemm_backend_config", {}).get("dot_dimension_numbers", {})
-    return tuple(tuple(int(v) for v in d.get(k, [])) for k in (
-        "lhs_contracting_dimensions", "rhs_contracting_dimensions", "lhs_batch_dimensions", "rhs_batch_dimensions"))
-
-
-def _dot(cp, lhs, rhs, lc, rc, lb, rb):
-    lfree = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
-    rfree = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
-    bs = [lhs.shape[d] for d in lb]
-    m = [lhs.shape[d] for d in lfree]
-    n = [rhs.shape[d] for d in rfree]
-    k = int(np.prod([lhs.shape[d] for d in lc], dtype=np.int64))
-    a = cp.transpose(lhs, list(lb) + lfree + list(lc)).reshape(int(np.prod(bs, dtype=np.int64)), -1, k)
-    b = cp.transpose(rhs, list(rb) + list(rc) + rfree).reshape(int(np.prod(bs, dtype=np.int64)), k, -1)
-    return cp.matmul(a, b).reshape(bs + m + n)
-
-
-def _epilogue(cp, instr, out, extra):
-    from .. import attributes as attrs
-
-    config = attrs.backend_config(instr).get("gemm_backend_config", {})
-    out = out * float(config.get("alpha_real", 1.0))
-    epilogue = config.get("epilogue", "DEFAULT")
-    if "BIAS" in epilogue and extra:
-        out = out + extra.pop(0)
-    if float(config.get("beta", 0.0)) and extra:
-        out = out + float(config["beta"]) * extra.pop(0)
-    if "RELU" in epilogue:
-        out = cp.maximum(out, 0)
-    return out
+    def run():
+        if "graph" not in state and "failed" not in state:
+            try:
+                capture()
+            except Exception as err:  # noqa: BLE001 - any failure: the plain steps still run
+                state["failed"] = err
+                lowered.notes.append(f"the steps run one by one, not as a CUDA graph: its capture failed "
+                                     f"with {type(err).__name__}: {str(err)[:160]}")
+        if "graph" in state:
+            state["graph"].launch(state["stream"])
+        else:
+            run_steps()
+    return run

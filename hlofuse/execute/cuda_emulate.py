@@ -25,6 +25,7 @@ from ..errors import BackendUnavailable, ExecutionError
 from . import cuda
 from .cpu import CpuDevice, launcher
 from .emit import ctype
+from .gpu_library import library_call
 from .kernel import KernelBody
 
 SHIM = r"""
@@ -52,6 +53,12 @@ static inline unsigned int atomicCAS(unsigned int* a, unsigned int c, unsigned i
   std::lock_guard<std::mutex> g(hf_atomic); unsigned int old = *a; if (old == c) *a = v; return old; }
 static inline unsigned long long atomicCAS(unsigned long long* a, unsigned long long c, unsigned long long v) {
   std::lock_guard<std::mutex> g(hf_atomic); unsigned long long old = *a; if (old == c) *a = v; return old; }
+template <class T> static inline T hf_locked(T* a, T v, int op) {
+  std::lock_guard<std::mutex> g(hf_atomic); T old = *a;
+  *a = op == 0 ? (T)(old + v) : op == 1 ? (old > v ? old : v) : (old < v ? old : v); return old; }
+template <class T> static inline T atomicAdd(T* a, T v) { return hf_locked(a, v, 0); }
+template <class T> static inline T atomicMax(T* a, T v) { return hf_locked(a, v, 1); }
+template <class T> static inline T atomicMin(T* a, T v) { return hf_locked(a, v, 2); }
 static inline void __syncthreads() {}
 /* a warp's 32 lanes as host threads: a barrier that gives up after a few seconds */
 struct hf_barrier {
@@ -117,12 +124,33 @@ def source(bodies: list[KernelBody]) -> str:
 
 
 class EmulatedCudaDevice(CpuDevice):
-    """The CPU device with the CUDA kernels' text instead of the CPU's (library calls and the
-    host steps as on the CPU)."""
+    """The CPU device with the CUDA kernels' text instead of the CPU's, and the GPU's library
+    calls (execute/gpu_library.py) with NumPy standing in for CuPy: every array
+    operation and host synchronisation they make is counted in `census`, per kernel label in
+    `census_by_kernel` (execute/array_census.py). The host steps run as on the CPU."""
 
     name = "cuda-emulated"
     loop_tile = 1  # a loop kernel's thread takes one batch element, as on a GPU
     generated_dots = False  # dots stay library calls, as cuBLAS on a GPU
+    split_gemm_fusions = True  # a GEMM fusion's prologue and epilogue generated, as on a GPU
+
+    def __init__(self):
+        super().__init__()
+        from .array_census import Census
+
+        self.census = Census()
+        self.census_by_kernel: dict[str, tuple[int, int]] = {}
+
+    def library(self, lowered, kernel, handles):
+        census = self.census
+        call = library_call(census.lib, lowered, kernel, [census.device(h) for h in handles])
+        label = kernel.label
+
+        def counted():
+            calls, syncs = census.total_calls, census.total_syncs
+            call()
+            self.census_by_kernel[label] = (census.total_calls - calls, census.total_syncs - syncs)
+        return counted
 
     def compile(self, lowered):
         bodies = [k.body for k in lowered.kernels if k.generated]

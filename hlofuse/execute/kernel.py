@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from .. import attributes as attrs
 from .. import ir
+from .arrays import reducer_kind
 from .emit import (_BITS, LANES, Arg, EmitError, Emitter, Frame, Idx, _clamped, _start_indices, ctype,
                    linear)
 from .library_nests import (blocked_dot_on_cpu, blocked_dot_supported, conv_on_cpu, conv_supported, topk_comparator,
@@ -465,10 +466,19 @@ def _dus_in_place(em: Emitter, frame: Frame, root: ir.Instruction, out: str) -> 
     return Group(update_shape.dims, tuple(reversed(update_shape.minor_to_major)), names, em.lines)
 
 
+#: scatter combiners the GPU performs as one atomic instruction (as XLA's scatter emitter does,
+#: gpu/fusions/scatter_mlir.cc: an atomic read-modify-write where the hardware has one, a
+#: compare-and-swap loop otherwise); under contention (many updates to one element, as in a
+#: segment sum) a CAS loop retries once per competing update
+_NATIVE_ATOMICS = {"add": ("f32", "f64", "s32", "u32", "s64", "u64"),
+                   "maximum": ("s32", "u32", "s64", "u64"), "minimum": ("s32", "u32", "s64", "u64")}
+
+
 def _scatter(em: Emitter, frame: Frame, root: ir.Instruction, out: str, phase: int, body: KernelBody) -> Group:
     """Every update element combined into its target; windows starting out of bounds are
     skipped whole (XLA's scatter).  The combine runs through HF_COMBINE_<bytes>: in order
-    on the CPU, as a compare-and-swap loop on the GPU."""
+    on the CPU, as a compare-and-swap loop on the GPU; an add (or an integer max or min)
+    through HF_ATOMIC_<op>, one atomic instruction on the GPU (_NATIVE_ATOMICS)."""
     _start_group(em)
     comp = frame.comp
     operand, indices, updates = root.operands
@@ -507,7 +517,11 @@ def _scatter(em: Emitter, frame: Frame, root: ir.Instruction, out: str, phase: i
     body.functions.append(_scalar_function(em.module, root.called[0], fn, et, em.kernel))
     value = em.one(frame, updates, index)
     offset = linear(target, op_shape.dims, op_shape.minor_to_major).c()
-    statement = f"HF_COMBINE_{_BITS[et] // 8}({ctype(et)}, &{out}[{offset}], {value}, {fn});"
+    if et in _NATIVE_ATOMICS.get(reducer_kind(em.module[root.called[0]]), ()):
+        kind = reducer_kind(em.module[root.called[0]])
+        statement = f"HF_ATOMIC_{kind.upper()}({ctype(et)}, &{out}[{offset}], {value}, {fn});"
+    else:
+        statement = f"HF_COMBINE_{_BITS[et] // 8}({ctype(et)}, &{out}[{offset}], {value}, {fn});"
     if conditions:
         with em.block(f"if ({' && '.join(conditions)})"):
             em.line(statement)

@@ -136,6 +136,9 @@ CPU_HEAD = r"""
 #define HF_COMBINE_2 HF_COMBINE_1
 #define HF_COMBINE_4 HF_COMBINE_1
 #define HF_COMBINE_8 HF_COMBINE_1
+#define HF_ATOMIC_ADD(T, ptr, val, fn) HF_COMBINE_1(T, ptr, val, fn)
+#define HF_ATOMIC_MAXIMUM(T, ptr, val, fn) HF_COMBINE_1(T, ptr, val, fn)
+#define HF_ATOMIC_MINIMUM(T, ptr, val, fn) HF_COMBINE_1(T, ptr, val, fn)
 /* select as a blend of bits: the compiler sees data flow, no branch it could thread */
 #define HF_SELECT(T, c, a, b) hf_select_##T((c), (a), (b))
 #define HF_SELECT_BITS(T, U) HF_FN T hf_select_##T(pred c, T a, T b) { \
@@ -168,6 +171,10 @@ CUDA_HEAD = r"""
   unsigned long long old_ = *a_, assumed_; union { unsigned long long u; T t; } c_, n_; \
   do { assumed_ = old_; c_.u = assumed_; n_.t = fn(c_.t, (val)); old_ = atomicCAS(a_, assumed_, n_.u); } \
   while (assumed_ != old_); } while (0)
+/* adds (and integer max/min) as one atomic instruction; 64-bit integers as their unsigned bits */
+#define HF_ATOMIC_ADD(T, ptr, val, fn) hf_atomic_add((ptr), (T)(val))
+#define HF_ATOMIC_MAXIMUM(T, ptr, val, fn) hf_atomic_max((ptr), (T)(val))
+#define HF_ATOMIC_MINIMUM(T, ptr, val, fn) hf_atomic_min((ptr), (T)(val))
 /* reductions split across the 32 lanes of a warp: partial results exchanged by shuffles,
    and a barrier before stores (an output may share its buffer with an input the other
    lanes still read) */
@@ -177,8 +184,27 @@ CUDA_HEAD = r"""
 """
 
 
+#: the atomic instructions behind HF_ATOMIC_<op> on the GPU (after the types)
+CUDA_ATOMICS = """
+HF_FN void hf_atomic_add(f32* p, f32 v) { atomicAdd(p, v); }
+HF_FN void hf_atomic_add(f64* p, f64 v) { atomicAdd(p, v); }
+HF_FN void hf_atomic_add(i32* p, i32 v) { atomicAdd(p, v); }
+HF_FN void hf_atomic_add(u32* p, u32 v) { atomicAdd(p, v); }
+HF_FN void hf_atomic_add(i64* p, i64 v) { atomicAdd((u64*)p, (u64)v); }
+HF_FN void hf_atomic_add(u64* p, u64 v) { atomicAdd(p, v); }
+HF_FN void hf_atomic_max(i32* p, i32 v) { atomicMax(p, v); }
+HF_FN void hf_atomic_max(u32* p, u32 v) { atomicMax(p, v); }
+HF_FN void hf_atomic_max(i64* p, i64 v) { atomicMax(p, v); }
+HF_FN void hf_atomic_max(u64* p, u64 v) { atomicMax(p, v); }
+HF_FN void hf_atomic_min(i32* p, i32 v) { atomicMin(p, v); }
+HF_FN void hf_atomic_min(u32* p, u32 v) { atomicMin(p, v); }
+HF_FN void hf_atomic_min(i64* p, i64 v) { atomicMin(p, v); }
+HF_FN void hf_atomic_min(u64* p, u64 v) { atomicMin(p, v); }
+"""
+
+
 def prelude(target: str) -> str:
     """Everything a kernel file needs before its kernels; `target` is "cpu" or "cuda"."""
     if target == "cuda":
-        return CUDA_HEAD + TYPES + COMMON + _math(target) + THREEFRY
+        return CUDA_HEAD + TYPES + CUDA_ATOMICS + COMMON + _math(target) + THREEFRY
     return CPU_HEAD + TYPES + CPU_SELECTS + COMMON + vecmath.c_source() + _math(target) + THREEFRY

@@ -72,6 +72,10 @@ class Runner:
         # a device that runs the whole step list natively (the CPU's host program in C)
         program = getattr(device, "program", None)
         self._native = program(self.compiled, lowered, self.handles, self._launch) if program else None
+        # a device that replays the steps' device work as one graph (CUDA graphs)
+        graph = getattr(device, "graph", None)
+        if self._native is None and graph is not None:
+            self._native = graph(lowered, self._plain)
 
     # -- inputs and outputs ---------------------------------------------------------------
     def set_inputs(self, args: Sequence) -> None:
