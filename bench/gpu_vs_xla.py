@@ -9,8 +9,8 @@ time per call when 20 calls are issued back to back (dispatch overlapping the GP
 device's time for programs longer than their dispatch).  The ratio is hlofuse's `xla` plan over
 XLA's pipelined time.  The dumps are jax 0.10.2's; the XLA run is whatever JAX is installed, so
 its fusion may differ.  The kernels column is hlofuse's (a GEMM fusion runs as its prologue,
-cuBLAS and its epilogue: up to three).  Each program's steps replay as one CUDA graph where
-they read nothing on the host (--no-graphs: one launch from Python per kernel).
+cuBLAS and its epilogue: up to three).  Programs without loops replay as one CUDA graph, loops
+launch each kernel from Python (--graphs: loops unrolled into the graph too, or no graphs).
 
     python bench/gpu_vs_xla.py --json out/gpu_vs_xla.json --markdown out/gpu_vs_xla.md
     python bench/gpu_vs_xla.py --only softmax,layer_norm --device cpu     # the plumbing, no GPU
@@ -61,8 +61,8 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated program names")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu", "auto"])
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--no-graphs", action="store_true",
-                        help="CUDA: launch every kernel from Python instead of replaying each program as a CUDA graph")
+    parser.add_argument("--graphs", default="straight", choices=["straight", "loops", "off"],
+                        help="CUDA: which programs replay as one CUDA graph (hlofuse/execute/cuda.py: GRAPH_POLICIES)")
     parser.add_argument("--xla-repeat", type=int, default=30)
     parser.add_argument("--xla-python", default=sys.executable, help="a Python with JAX (default: this one)")
     parser.add_argument("--json", help="write every program's numbers here (rewritten after each program)")
@@ -70,8 +70,8 @@ def main() -> int:
     args = parser.parse_args()
 
     device = bench.choose_device(args.device)
-    if args.no_graphs and hasattr(device, "graphs"):
-        device.graphs = False
+    if hasattr(device, "graphs"):
+        device.graphs = args.graphs
     folders = sorted(p for p in Path(args.dumps).iterdir() if p.is_dir())
     if args.only:
         wanted = set(args.only.split(","))

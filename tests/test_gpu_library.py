@@ -330,19 +330,39 @@ ENTRY %e (p: s32[]) -> s32[] {
     assert cuda.graph_run(_FakeCuda(False), lowered, []) is None
 
 
+@pytest.mark.parametrize("policy, loop_graphed, straight_graphed",
+                         [("straight", False, True), ("loops", True, True), ("off", False, False)])
+def test_the_graph_policy_keeps_loops_launching_kernel_by_kernel_by_default(policy, loop_graphed, straight_graphed):
+    """By default a program with a while loop launches its kernels iteration by iteration (as
+    XLA's WhileThunk does: the launches per iteration are what the plans' ratios measure);
+    a program without loops replays as one graph (XLA's command buffers)."""
+    device = cuda.CudaDevice.__new__(cuda.CudaDevice)  # no CuPy here: the policy alone
+    device.cp, device.graphs = _FakeCuda(False), policy
+    loop = lower(xla_plan("gpu-current-h100/rnn_scan"), split_gemm_fusions=True)
+    straight = lower(xla_plan("gpu-current-h100/top_k"), split_gemm_fusions=True)
+    assert cuda.has_loops(loop.steps) and not cuda.has_loops(straight.steps)
+    assert (device.graph(loop, []) is not None) == loop_graphed
+    assert (device.graph(straight, []) is not None) == straight_graphed
+    import inspect
+
+    assert inspect.signature(cuda.CudaDevice).parameters["graphs"].default == "straight"
+    with pytest.raises(ValueError, match="graphs="):
+        cuda.CudaDevice(graphs="always")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("folder", ["gpu-current-h100/rnn_scan", "gpu-current-h100/cartpole_c_separate",
                                     "gpu-current-h100/top_k", "gpu-current-h100/mlp",
                                     "gpu-current-h100/conv2d_bias_relu"])
 def test_programs_replay_as_cuda_graphs_on_a_gpu(folder):
-    """Every program whose steps read nothing on the host replays as one CUDA graph, except
+    """With loops unrolled into the graph (graphs="loops"), every program whose steps read nothing on the host replays as one CUDA graph, except
     where a library call the capture cannot hold (the convolution through the evaluator: a
     host-to-device copy, a cuBLAS call) makes CuPy refuse it: then its steps run one by one,
     noted, and still match the reference."""
     if not cuda.available():
         pytest.skip("no CUDA device and CuPy")
-    results = run_plans(make_plans(load_source(str(SAMPLES / folder)), ["unfused", "xla"]), cuda.CudaDevice(),
-                        repeat=2)
+    results = run_plans(make_plans(load_source(str(SAMPLES / folder)), ["unfused", "xla"]),
+                        cuda.CudaDevice(graphs="loops"), repeat=2)
     for r in results:
         assert r.ok, (r.name, r.error, r.max_rel_error)
         refused = [n for n in r.notes if "CUDA graph" in n]
