@@ -45,7 +45,6 @@ def _dot_call(lib, lowered, kernel, handles):
     shapes = kernel.shapes or [lowered.buffers[a].shape for a in kernel.args]
     views = [_logical(h, s) for h, s in zip(handles, shapes)]
     lhs, rhs, extra, out = views[0], views[1], views[2:n_in], views[n_in]
-    out_shape = shapes[n_in]
     lc, rc, lb, rb = dot_dims(instr) if instr.opcode == "dot" else _gemm_dims(instr)
     lfree = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
     rfree = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
