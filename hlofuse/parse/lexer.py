@@ -7,14 +7,14 @@ told apart by a dictionary.  What differs is the cost per token: one regular exp
 parser state holds every terminal as a named group *and* the ignored text before it
 (whitespace, comments), so one C-level match yields the next token; lines are counted with
 str.count over the skipped text instead of per character.
+
+The lexer itself needs no Lark: it serves lalr.py's parser, and Lark's through the adapter in
+lark_lexer.py (where Lark is used: stale tables, and the diagnostics of a failed parse).
 """
 
 from __future__ import annotations
 
 import re
-
-import lark
-from lark.exceptions import UnexpectedCharacters
 
 from .reader import READERS
 
@@ -26,17 +26,21 @@ class _Scanner:
         self.regex, self.keywords, self.allowed, self.readers = regex, keywords, allowed, readers
 
 
-class Lexer(lark.lexer.Lexer):
-    __future_interface__ = 2
+class ContextualLexer:
+    """Tokens for an LALR parser that keeps its state stack in a list (`lex`)."""
 
-    def __init__(self, lexer_conf):
-        self.terminals = {t.name: t for t in lexer_conf.terminals}
-        ignored = "|".join(self.terminals[name].pattern.to_regexp() for name in sorted(lexer_conf.ignore))
+    def __init__(self, terminals, ignore, matched_by=None):
+        """`terminals`: grammar.TerminalDef by name; `ignore`: the names of ignored terminals;
+        `matched_by`: for each literal-string terminal, the regular expression terminals that
+        match its text (lalr_tables.MATCHED_BY), else worked out here."""
+        self.terminals = terminals
+        self.matched_by = matched_by
+        ignored = "|".join(self.terminals[name].regexp for name in sorted(ignore))
         # Atomic (a lookahead, then a back reference to what it matched): once skipped, ignored
         # text is never backtracked into, or a token could start inside a comment.
         self.skip = f"(?=(?P<_skipped>(?:{ignored})*))(?P=_skipped)" if ignored else ""
         self.skip_re = re.compile(self.skip)
-        self.ignore = frozenset(lexer_conf.ignore)
+        self.ignore = frozenset(ignore)
         self.by_state: dict = {}  # parser state -> _Scanner
         self.by_accepts: dict = {}  # frozenset of terminal names -> _Scanner (states share them)
 
@@ -50,31 +54,37 @@ class Lexer(lark.lexer.Lexer):
 
     def _build(self, accepts) -> _Scanner:
         terms = [self.terminals[n] for n in accepts if n in self.terminals and n not in self.ignore]
-        regexps = [t for t in terms if t.pattern.type == "re"]
+        regexps = [t for t in terms if t.kind == "re"]
         keywords, alternatives = {}, []
         readers = tuple((t.name, READERS[t.name]) for t in terms if t.name in READERS)
         terms = [t for t in terms if t.name not in READERS]
         for t in terms:
-            if t.pattern.type == "str" and any(re.fullmatch(r.pattern.to_regexp(), t.pattern.value) for r in regexps):
-                keywords[t.pattern.value] = t.name  # matched by a regexp, then retyped (Lark's `unless`)
+            if t.kind == "str" and self._matched_by_regexp(t, regexps):
+                keywords[t.value] = t.name  # matched by a regexp, then retyped (Lark's `unless`)
             else:
                 alternatives.append(t)
-        alternatives.sort(key=lambda t: (-t.priority, t.pattern.type != "re", -len(t.pattern.to_regexp()), t.name))
-        body = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in alternatives)
+        alternatives.sort(key=lambda t: (-t.priority, t.kind != "re", -len(t.regexp), t.name))
+        body = "|".join(f"(?P<{t.name}>{t.regexp})" for t in alternatives)
         regex = re.compile(f"{self.skip}(?:{body})") if body else None
         return _Scanner(regex, keywords, frozenset(t.name for t in terms) | {n for n, _ in readers}, readers)
 
-    def lex(self, lexer_state, parser_state):
-        text_slice = lexer_state.text
-        text, pos, end = text_slice.text, text_slice.start, text_slice.end
-        states = parser_state.parse_conf.parse_table.states
+    def _matched_by_regexp(self, t, regexps) -> bool:
+        if self.matched_by is not None:
+            names = self.matched_by.get(t.name, ())
+            return any(r.name in names for r in regexps)
+        return any(re.fullmatch(r.regexp, t.value) for r in regexps)
+
+    def lex(self, text: str, pos: int, end: int, states, state_stack: list, Token, unexpected):
+        """The tokens of text[pos:end], each read in the parser state on top of `state_stack`
+        (which the parser changes between tokens); `states[state]` is what that state accepts.
+        `Token(type, value, start_pos, line, column, end_line, end_column, end_pos)` makes a
+        token; `unexpected(text, pos, line, column, allowed)` the error where none fits."""
         by_state = self.by_state
-        Token = lark.Token
         line = text.count("\n", 0, pos) + 1
         line_start = text.rfind("\n", 0, pos) + 1
         count, rfind = text.count, text.rfind
         while True:
-            state = parser_state.position
+            state = state_stack[-1]
             scanner = by_state.get(state) or self.scanner(state, states[state])
             if scanner.readers:
                 at = self.skip_re.match(text, pos, end).end() if self.skip else pos
@@ -129,8 +139,7 @@ class Lexer(lark.lexer.Lexer):
                 if n:
                     line += n
                     line_start = rfind("\n", pos, at) + 1
-                raise UnexpectedCharacters(text, at, line, at - line_start + 1, allowed=scanner.allowed,
-                                           state=parser_state)
+                raise unexpected(text, at, line, at - line_start + 1, scanner.allowed)
             kind = m.lastgroup
             start = m.start(kind)
             n = count("\n", pos, start)
@@ -146,4 +155,5 @@ class Lexer(lark.lexer.Lexer):
                 line += n
                 line_start = rfind("\n", start, pos) + 1
             yield token
+
 
