@@ -19,14 +19,18 @@ def run_parser(text: str, start: str):
     tables, lexer and callbacks, so it fails at the same place, and its errors say what was
     expected there.  (Whatever goes wrong, Lark's parser has the last word.)"""
     from . import lalr
+    from .reader import forget_long_values
 
-    fast = lalr.parser()
-    if fast is not None:
-        try:
-            return fast.parse(text, start)
-        except Exception:  # noqa: BLE001 - worded below, by Lark's parser
-            pass
-    return run_lark_parser(text, start)
+    try:
+        fast = lalr.parser()
+        if fast is not None:
+            try:
+                return fast.parse(text, start)
+            except Exception:  # noqa: BLE001 - worded below, by Lark's parser
+                pass
+        return run_lark_parser(text, start)
+    finally:
+        forget_long_values()
 
 
 def run_lark_parser(text: str, start: str):

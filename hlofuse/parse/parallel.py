@@ -86,6 +86,7 @@ def _parse_range(text: str, start: int, stop: int):
     """The raw records of text[start:stop], read by lalr.py's parser (Lark's where the tables
     do not fit the grammar).  Any failure: the text is read again in one process, which words it."""
     from . import lalr
+    from .reader import forget_long_values
 
     fast = lalr.parser()
     try:
@@ -98,6 +99,8 @@ def _parse_range(text: str, start: int, stop: int):
         raise
     except Exception as err:  # noqa: BLE001 - lalr.Failed, Lark's errors: read again in one process
         raise _NotSplittable from err
+    finally:
+        forget_long_values()
 
 
 def parse_in_two(text: str, path: str | None, strict: bool) -> ir.Module | None:

@@ -151,6 +151,44 @@ def share_pair(key: str, value: str) -> tuple[str, str]:
     return pair
 
 
+#: (name, value) pairs with a long value, and attribute tuples holding one, as first made in
+#: the parse under way: an equal one later in the same text is that one.  Backend configs and
+#: sharding repeat across instructions, and metadata too where code was unrolled
+#: (bench/parse_speed.py's 12 MB module holds 1.4 MB of repeated backend configs; a sample
+#: XLA:CPU dump 0.4 of its 0.8 MB as repeated metadata, and 5k attribute tuples, 112 distinct).
+#: Emptied after each parse (`forget_long_values`): they hold long strings.  Each attribute name
+#: keeps at most _LONG_PER_NAME values, and at most _LONG_SETS tuples are kept: where values
+#: do not repeat (metadata naming each instruction's own source line) a table of all of them
+#: would be memory the parse frees at its end but the process keeps (the 12 MB module: 30k
+#: distinct metadata values, 3 MB of tables).
+_LONG_PAIRS: dict = {}
+_LONG_COUNTS: dict = {}
+_LONG_ATTR_SETS: dict = {}
+_LONG_PER_NAME = 2048
+_LONG_SETS = 2048
+
+
+def share_long_pair(pair: tuple[str, str]) -> tuple[str, str]:
+    kept = _LONG_COUNTS.get(pair[0], 0)
+    if kept < _LONG_PER_NAME:
+        _LONG_COUNTS[pair[0]] = kept + 1
+        _LONG_PAIRS[pair] = pair
+    return pair
+
+
+def share_long_attr_set(attrs: tuple) -> tuple:
+    if len(_LONG_ATTR_SETS) < _LONG_SETS:
+        _LONG_ATTR_SETS[attrs] = attrs
+    return attrs
+
+
+def forget_long_values() -> None:
+    """Drop the long values kept for sharing (the parser calls this once it has read a text)."""
+    _LONG_PAIRS.clear()
+    _LONG_COUNTS.clear()
+    _LONG_ATTR_SETS.clear()
+
+
 def share_attr_set(attrs: tuple) -> tuple:
     if len(_ATTR_SETS) < _SHARED_MAX:
         _ATTR_SETS[attrs] = attrs
@@ -240,6 +278,7 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     new_instruction = fast.instruction
     count, rfind = text.count, text.rfind
     share_len, pairs_get, attr_sets_get = _SHARED_VALUE_LEN, _PAIRS.get, _ATTR_SETS.get
+    long_get, long_sets_get = _LONG_PAIRS.get, _LONG_ATTR_SETS.get
     instrs: list = []
     roots: list[int] = []
     head_line, head_column = line, pos - line_start + 1
@@ -263,14 +302,16 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
             if len(value) < share_len:
                 attrs.append(pairs_get((key, value)) or share_pair(key, value))
             else:
-                attrs.append((intern(key), value))
+                pair = (intern(key), value)
+                attrs.append(long_get(pair) or share_long_pair(pair))
                 shareable = False
             rewritten = key in rewritten_attrs
             if key2 is not None:
                 if len(value2) < share_len:
                     attrs.append(pairs_get((key2, value2)) or share_pair(key2, value2))
                 else:
-                    attrs.append((intern(key2), value2))
+                    pair = (intern(key2), value2)
+                    attrs.append(long_get(pair) or share_long_pair(pair))
                     shareable = False
                 if key2 in rewritten_attrs:
                     rewritten = True
@@ -280,7 +321,8 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
                     if len(value) < share_len:
                         attrs.append(pairs_get((key, value)) or share_pair(key, value))
                     else:
-                        attrs.append((intern(key), value))
+                        pair = (intern(key), value)
+                        attrs.append(long_get(pair) or share_long_pair(pair))
                         shareable = False
                     if key in rewritten_attrs:
                         rewritten = True
@@ -293,8 +335,11 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
         opcode = intern(opcode)
         inner = operands[1:-1]
         frozen = tuple(attrs)
-        if shareable and frozen:
-            frozen = attr_sets_get(frozen) or share_attr_set(frozen)
+        if shareable:
+            if frozen:
+                frozen = attr_sets_get(frozen) or share_attr_set(frozen)
+        else:  # (made of shared pairs: equal tuples hold the same pairs, hashed once each)
+            frozen = long_sets_get(frozen) or share_long_attr_set(frozen)
         if rewritten:
             made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
         elif opcode in literal_opcodes:
