@@ -40,12 +40,23 @@ def table_data() -> dict:
     table = frontend.parser._parse_table
     rules = list(built.rules)
     rule_index = {id(rule): i for i, rule in enumerate(rules)}
+    # Lark numbers its states in an order that depends on string hashing: numbered again here,
+    # breadth first from the start states, so that the file is the same from run to run.
+    number: dict = {}
+    queue = [table.start_states[name] for name in sorted(table.start_states)]
+    for state in queue:
+        number.setdefault(state, len(number))
+    for state in queue:
+        for symbol, (action, arg) in sorted(table.states[state].items()):
+            if action is Shift and arg not in number:
+                number[arg] = len(number)
+                queue.append(arg)
+    if len(number) != len(table.states):
+        raise AssertionError("make_tables: states not reachable from a start symbol")
     states = {}
-    for state, actions in sorted(table.states.items()):
-        row = {}
-        for symbol, (action, arg) in sorted(actions.items()):
-            row[str(symbol)] = arg if action is Shift else -1 - rule_index[id(arg)]
-        states[state] = row
+    for state, actions in sorted(table.states.items(), key=lambda item: number[item[0]]):
+        states[number[state]] = {str(symbol): number[arg] if action is Shift else -1 - rule_index[id(arg)]
+                                 for symbol, (action, arg) in sorted(actions.items())}
     rule_rows = []
     for rule in rules:
         child_filter = maybe_create_child_filter(rule.expansion, rule.options.keep_all_tokens, False, None)
@@ -62,8 +73,8 @@ def table_data() -> dict:
         if kind == "str":
             matched_by[name] = tuple(r for r, regexp in regexps if re.fullmatch(regexp, value))
     return {"terminals": tuple(terminals), "ignore": tuple(map(str, lexer_conf.ignore)), "states": states,
-            "start_states": {str(k): v for k, v in table.start_states.items()},
-            "end_states": {str(k): v for k, v in table.end_states.items()},
+            "start_states": {str(k): number[v] for k, v in sorted(table.start_states.items())},
+            "end_states": {str(k): number[v] for k, v in sorted(table.end_states.items())},
             "rules": tuple(rule_rows), "matched_by": matched_by}
 
 
