@@ -127,8 +127,15 @@ class _Checker:
                 fullmatch = _FULLMATCH.get(spec.terminal) or _fullmatch(spec.terminal)
                 if fullmatch(value) is None:
                     self.check_attr_value(instr, key, value)
-            elif len(value) >= 200 or not _value_fits(spec.terminal, value):
+            elif len(value) >= 200:
                 self.check_attr_value(instr, key, value)
+            else:  # _value_fits, its memo read here (once per attribute of every instruction)
+                memo = _FITS.get(spec.terminal)
+                fits = memo.get(value) if memo is not None else None
+                if fits is None:
+                    fits = _value_fits(spec.terminal, value)
+                if not fits:
+                    self.check_attr_value(instr, key, value)
             if key == "result_accuracy":
                 self.check_result_accuracy(instr)
         for key in REQUIRED.get(opcode, ()):

@@ -130,3 +130,41 @@ def test_long_values_are_shared_within_a_parse_and_let_go_after():
     assert made[0].attrs[1][1] is made[2].attrs[1][1]
     assert not reader._LONG_PAIRS and not reader._LONG_ATTR_SETS
     assert hlofuse.dumps(module).rstrip("\n") == text.rstrip("\n")
+
+
+def test_terminals_tried_one_by_one_read_what_the_whole_pattern_reads(monkeypatch):
+    """The lexer reads a scanner's first tokens trying its terminals one at a time and compiles
+    the pattern that holds them all for the rest (lexer._Scanner): both ways read the same."""
+    from hlofuse.parse import lexer
+    from hlofuse.parse.callbacks import Callbacks
+
+    files = _inputs()
+    if len(files) < 20:
+        pytest.skip("too few sample inputs here")
+    tables = grammar.tables()
+    results = {}
+    for tries in (0, 10**9):
+        monkeypatch.setattr(lexer, "_TRIES_BEFORE_COMPILING", tries)
+        parser = lalr.Parser(tables, Callbacks())
+        made = []
+        for path in files:
+            text = read_text(path)
+            try:
+                made.append(_described(assemble(parser.parse(text, "start"), text, None)))
+            except Exception as err:  # noqa: BLE001 - where it fails, it fails the same way
+                made.append(type(err).__name__)
+            reader.forget_long_values()
+        compiled = [s for s in parser.lexer.by_accepts.values() if s.regex is not None]
+        assert bool(compiled) == (tries == 0)
+        results[tries] = made
+    assert results[0] == results[10**9]
+
+
+def test_the_end_of_the_input_compiles_nothing():
+    from hlofuse.parse.callbacks import Callbacks
+
+    parser = lalr.Parser(grammar.tables(), Callbacks())
+    text = "HloModule m\n\nENTRY %e (p: f32[2]) -> f32[2] {\n  %p = f32[2]{0} parameter(0)\n" \
+           "  ROOT %n = f32[2]{0} negate(%p)\n}\n\n"
+    parser.parse(text, "start")
+    assert all(s.regex is None for s in parser.lexer.by_accepts.values())

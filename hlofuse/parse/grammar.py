@@ -204,5 +204,6 @@ def terminal_regex(name: str) -> re.Pattern:
 
 
 def pattern(name: str) -> str:
-    """The regular expression of one terminal, to compose larger patterns from."""
-    return terminal_regex(name).pattern
+    """The regular expression of one terminal, to compose larger patterns from (not compiled:
+    most are only ever parts of others)."""
+    return terminal_defs()[name].regexp

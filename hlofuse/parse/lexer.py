@@ -19,11 +19,42 @@ import re
 from .reader import READERS
 
 
-class _Scanner:
-    __slots__ = ("regex", "keywords", "allowed", "readers")
+#: How many tokens a scanner reads trying its terminals one by one (`_Scanner.first_match`)
+#: before it compiles the pattern that holds them all (a module's header: some five tokens).
+_TRIES_BEFORE_COMPILING = 16
 
-    def __init__(self, regex, keywords, allowed, readers):
-        self.regex, self.keywords, self.allowed, self.readers = regex, keywords, allowed, readers
+
+class _Scanner:
+    """What the lexer reads in one set of parser states: the terminals they accept, in the order
+    they are tried (`alternatives`: name, regular expression).
+
+    One pattern holding them all (`pattern`, compiled as `regex`) reads a token with one match,
+    but it is some 17k characters and 35 ms to compile, and most scanners of a dump read a token
+    or two (the module's header; the computations are read by a reader).  So the first few
+    tokens are read by trying the terminals one at a time, in the same order (the first that
+    matches is the one the alternation would pick: nothing follows it in the pattern), each
+    compiled alone and shared by every scanner (`re` keeps compiled patterns by their text);
+    the whole pattern is compiled only for a scanner that reads more (`compiled`)."""
+
+    __slots__ = ("pattern", "regex", "alternatives", "tries", "keywords", "allowed", "readers")
+
+    def __init__(self, alternatives, pattern, keywords, allowed, readers):
+        self.alternatives, self.pattern, self.regex, self.tries = alternatives, pattern, None, 0
+        self.keywords, self.allowed, self.readers = keywords, allowed, readers
+
+    def compiled(self):
+        if self.regex is None and self.pattern is not None:
+            self.regex = re.compile(self.pattern)
+        return self.regex
+
+    def first_match(self, text: str, at: int, end: int):
+        """(terminal name, match) of the first terminal that matches at `at`, or None."""
+        self.tries += 1
+        for name, regexp in self.alternatives:
+            m = re.compile(regexp).match(text, at, end)
+            if m is not None:
+                return name, m
+        return None
 
 
 class ContextualLexer:
@@ -65,8 +96,8 @@ class ContextualLexer:
                 alternatives.append(t)
         alternatives.sort(key=lambda t: (-t.priority, t.kind != "re", -len(t.regexp), t.name))
         body = "|".join(f"(?P<{t.name}>{t.regexp})" for t in alternatives)
-        regex = re.compile(f"{self.skip}(?:{body})") if body else None
-        return _Scanner(regex, keywords, frozenset(t.name for t in terms) | {n for n, _ in readers}, readers)
+        pattern = f"{self.skip}(?:{body})" if body else None
+        return _Scanner(tuple((t.name, t.regexp) for t in alternatives), pattern, keywords, frozenset(t.name for t in terms) | {n for n, _ in readers}, readers)
 
     def _matched_by_regexp(self, t, regexps) -> bool:
         if self.matched_by is not None:
@@ -130,7 +161,31 @@ class ContextualLexer:
                 if token is not None:
                     yield token
                     continue
-            m = scanner.regex.match(text, pos, end) if scanner.regex is not None else None
+            regex = scanner.regex
+            if regex is not None:
+                m = regex.match(text, pos, end)
+                if m is not None:
+                    kind = m.lastgroup
+                    start, value, stop = m.start(kind), m.group(kind), m.end()
+            elif scanner.pattern is None:
+                m = None
+            else:
+                # No terminal matches empty text: at the end of the input (ignored text aside)
+                # nothing can match, and nothing need be compiled.
+                at = self.skip_re.match(text, pos, end).end() if self.skip else pos
+                if at >= end:
+                    return
+                if scanner.tries < _TRIES_BEFORE_COMPILING:
+                    found = scanner.first_match(text, at, end)
+                    m = None
+                    if found is not None:
+                        kind, m = found
+                        start, value, stop = at, m.group(), m.end()
+                else:
+                    m = scanner.compiled().match(text, pos, end)
+                    if m is not None:
+                        kind = m.lastgroup
+                        start, value, stop = m.start(kind), m.group(kind), m.end()
             if m is None:
                 at = self.skip_re.match(text, pos, end).end() if self.skip else pos
                 if at >= end:
@@ -140,14 +195,11 @@ class ContextualLexer:
                     line += n
                     line_start = rfind("\n", pos, at) + 1
                 raise unexpected(text, at, line, at - line_start + 1, scanner.allowed)
-            kind = m.lastgroup
-            start = m.start(kind)
             n = count("\n", pos, start)
             if n:
                 line += n
                 line_start = rfind("\n", pos, start) + 1
-            value = m.group(kind)
-            pos = m.end()
+            pos = stop
             token = Token(scanner.keywords.get(value, kind), value, start, line, start - line_start + 1,
                           None, None, pos)
             n = count("\n", start, pos)

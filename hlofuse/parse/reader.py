@@ -21,6 +21,12 @@ _WS = r"[ \t\f\r\n]"
 
 @functools.lru_cache(maxsize=1)
 def head_regex() -> re.Pattern:
+    """`head_pattern` compiled (the token-by-token path's INSTRUCTION tokens)."""
+    return re.compile(head_pattern())
+
+
+@functools.lru_cache(maxsize=1)
+def head_pattern() -> str:
     """The grammar's INSTR_HEAD, `(ROOT _WS1)? NAME _WS0 "=" _WS0 SHAPE _WS1 OPCODE _WS0
     OPERAND_LIST`, composed from the same terminals, the whitespace before it skipped.  Groups:
     1 the head, 2 ROOT, 3 name, 4 shape, 5 opcode, 6 operand list.
@@ -31,10 +37,9 @@ def head_regex() -> re.Pattern:
     those of `grammar_head_regex` (tests/test_parse_lexer.py checks this on real and mutated
     lines); where it does not, the terminal itself is tried."""
     ws = _WS
-    return re.compile(
-        f"{ws}*((?:(ROOT){ws}+)?({pattern('NAME')}){ws}*={ws}*"
-        f"((?:{_common_shape()})(?={ws})|{pattern('SHAPE')}){ws}+({pattern('OPCODE')})"
-        f"{ws}*((?:{_common_operand_list()})|{pattern('OPERAND_LIST')}))")
+    return (f"{ws}*((?:(ROOT){ws}+)?({pattern('NAME')}){ws}*={ws}*"
+            f"((?:{_common_shape()})(?={ws})|{pattern('SHAPE')}){ws}+({pattern('OPCODE')})"
+            f"{ws}*((?:{_common_operand_list()})|{pattern('OPERAND_LIST')}))")
 
 
 @functools.lru_cache(maxsize=1)
@@ -94,7 +99,7 @@ def instruction_regex() -> re.Pattern:
     then a name and a value per slot (None where the slot is empty); when the last slot is
     filled, more attributes may follow."""
     attr = attr_regex().pattern
-    regex = head_regex().pattern
+    regex = head_pattern()
     for _ in range(ATTR_SLOTS):
         regex = f"{regex}(?:{attr}"
     regex += ")?" * ATTR_SLOTS
