@@ -99,10 +99,9 @@ def terminal_defs() -> dict[str, TerminalDef]:
 
 @functools.lru_cache(maxsize=None)
 def parser():
-    """Lark's HLO parser (a `lark.Lark`).
-    LALR(1), hlofuse's contextual lexer (`Lexer`), callbacks run during parsing (no parse tree
-    is built).  Compiling the grammar takes about a second; loading
-    Lark's tables from the cache, some 20 ms."""
+    """Lark's HLO parser (a `lark.Lark`): LALR(1), hlofuse's contextual lexer (lark_lexer.py),
+    callbacks run during parsing (no parse tree is built).  Compiling the grammar takes about a
+    second; loading Lark's tables from the cache, some 20 ms."""
     import pickle
 
     from .. import private_files
