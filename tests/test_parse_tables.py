@@ -168,3 +168,9 @@ def test_the_end_of_the_input_compiles_nothing():
            "  ROOT %n = f32[2]{0} negate(%p)\n}\n\n"
     parser.parse(text, "start")
     assert all(s.regex is None for s in parser.lexer.by_accepts.values())
+
+
+def test_the_grammar_cache_is_keyed_by_the_lexer_class_it_names():
+    from hlofuse.parse import lark_lexer
+
+    assert grammar._LEXER == f"{lark_lexer.Lexer.__module__}.{lark_lexer.Lexer.__qualname__}"

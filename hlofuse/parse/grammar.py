@@ -22,6 +22,8 @@ import zlib
 from pathlib import Path
 
 CACHE_FOLDER = "grammar"
+#: The lexer class Lark's cached parser names (see `cache_name`).
+_LEXER = "hlofuse.parse.lark_lexer.Lexer"
 
 
 def grammar_path() -> Path:
@@ -35,12 +37,15 @@ def grammar_path() -> Path:
 
 def cache_name(grammar_text: str) -> str:
     """The cache entry of a grammar, keyed by its text, Lark's version and Python's: a pickle of
-    Lark's tables is only valid for those."""
+    Lark's tables is only valid for those.  It also names the lexer class (`_LEXER`), which
+    the pickle refers to: an entry saved by a version of hlofuse whose lexer lived elsewhere
+    is not read."""
     import hashlib
 
     import lark
 
-    digest = hashlib.sha256((grammar_text + lark.__version__ + sys.version).encode()).hexdigest()[:16]
+    key = grammar_text + lark.__version__ + sys.version + _LEXER
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return f"hlo-grammar-{digest}.lark-cache"
 
 

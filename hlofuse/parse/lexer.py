@@ -33,13 +33,14 @@ class _Scanner:
     or two (the module's header; the computations are read by a reader).  So the first few
     tokens are read by trying the terminals one at a time, in the same order (the first that
     matches is the one the alternation would pick: nothing follows it in the pattern), each
-    compiled alone and shared by every scanner (`re` keeps compiled patterns by their text);
+    compiled alone once and shared by every scanner (`terminals`: name -> compiled pattern);
     the whole pattern is compiled only for a scanner that reads more (`compiled`)."""
 
-    __slots__ = ("pattern", "regex", "alternatives", "tries", "keywords", "allowed", "readers")
+    __slots__ = ("pattern", "regex", "alternatives", "terminals", "tries", "keywords", "allowed", "readers")
 
-    def __init__(self, alternatives, pattern, keywords, allowed, readers):
+    def __init__(self, alternatives, pattern, terminals, keywords, allowed, readers):
         self.alternatives, self.pattern, self.regex, self.tries = alternatives, pattern, None, 0
+        self.terminals = terminals
         self.keywords, self.allowed, self.readers = keywords, allowed, readers
 
     def compiled(self):
@@ -50,8 +51,12 @@ class _Scanner:
     def first_match(self, text: str, at: int, end: int):
         """(terminal name, match) of the first terminal that matches at `at`, or None."""
         self.tries += 1
+        terminals = self.terminals
         for name, regexp in self.alternatives:
-            m = re.compile(regexp).match(text, at, end)
+            compiled = terminals.get(name)
+            if compiled is None:
+                compiled = terminals[name] = re.compile(regexp)
+            m = compiled.match(text, at, end)
             if m is not None:
                 return name, m
         return None
@@ -74,6 +79,7 @@ class ContextualLexer:
         self.ignore = frozenset(ignore)
         self.by_state: dict = {}  # parser state -> _Scanner
         self.by_accepts: dict = {}  # frozenset of terminal names -> _Scanner (states share them)
+        self.compiled_terminals: dict = {}  # terminal name -> its pattern compiled alone
 
     def scanner(self, state: int, accepts) -> _Scanner:
         key = frozenset(accepts)
@@ -97,7 +103,9 @@ class ContextualLexer:
         alternatives.sort(key=lambda t: (-t.priority, t.kind != "re", -len(t.regexp), t.name))
         body = "|".join(f"(?P<{t.name}>{t.regexp})" for t in alternatives)
         pattern = f"{self.skip}(?:{body})" if body else None
-        return _Scanner(tuple((t.name, t.regexp) for t in alternatives), pattern, keywords, frozenset(t.name for t in terms) | {n for n, _ in readers}, readers)
+        allowed = frozenset(t.name for t in terms) | {n for n, _ in readers}
+        return _Scanner(tuple((t.name, t.regexp) for t in alternatives), pattern, self.compiled_terminals, keywords,
+                        allowed, readers)
 
     def _matched_by_regexp(self, t, regexps) -> bool:
         if self.matched_by is not None:
