@@ -181,12 +181,6 @@ def share_long_pair(pair: tuple[str, str]) -> tuple[str, str]:
     return pair
 
 
-def share_long_attr_set(attrs: tuple) -> tuple:
-    if len(_LONG_ATTR_SETS) < _LONG_SETS:
-        _LONG_ATTR_SETS[attrs] = attrs
-    return attrs
-
-
 def forget_long_values() -> None:
     """Drop the long values kept for sharing (the parser calls this once it has read a text)."""
     _LONG_PAIRS.clear()
@@ -283,7 +277,7 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     new_instruction = fast.instruction
     count, rfind = text.count, text.rfind
     share_len, pairs_get, attr_sets_get = _SHARED_VALUE_LEN, _PAIRS.get, _ATTR_SETS.get
-    long_get, long_sets_get = _LONG_PAIRS.get, _LONG_ATTR_SETS.get
+    long_get, long_sets, long_sets_get = _LONG_PAIRS.get, _LONG_ATTR_SETS, _LONG_ATTR_SETS.get
     instrs: list = []
     roots: list[int] = []
     head_line, head_column = line, pos - line_start + 1
@@ -344,7 +338,11 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
             if frozen:
                 frozen = attr_sets_get(frozen) or share_attr_set(frozen)
         else:  # (made of shared pairs: equal tuples hold the same pairs, hashed once each)
-            frozen = long_sets_get(frozen) or share_long_attr_set(frozen)
+            found = long_sets_get(frozen)
+            if found is not None:
+                frozen = found
+            elif len(long_sets) < _LONG_SETS:  # (no call: where metadata differs, most miss)
+                long_sets[frozen] = frozen
         if rewritten:
             made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
         elif opcode in literal_opcodes:
