@@ -168,6 +168,7 @@ def share_pair(key: str, value: str) -> tuple[str, str]:
 #: distinct metadata values, 3 MB of tables).
 _LONG_PAIRS: dict = {}
 _LONG_COUNTS: dict = {}
+_LONG_FULL: set = set()  # names that have kept _LONG_PER_NAME values: misses need no call
 _LONG_ATTR_SETS: dict = {}
 _LONG_PER_NAME = 2048
 _LONG_SETS = 2048
@@ -178,6 +179,8 @@ def share_long_pair(pair: tuple[str, str]) -> tuple[str, str]:
     if kept < _LONG_PER_NAME:
         _LONG_COUNTS[pair[0]] = kept + 1
         _LONG_PAIRS[pair] = pair
+    else:
+        _LONG_FULL.add(pair[0])
     return pair
 
 
@@ -185,6 +188,7 @@ def forget_long_values() -> None:
     """Drop the long values kept for sharing (the parser calls this once it has read a text)."""
     _LONG_PAIRS.clear()
     _LONG_COUNTS.clear()
+    _LONG_FULL.clear()
     _LONG_ATTR_SETS.clear()
 
 
@@ -277,7 +281,7 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     new_instruction = fast.instruction
     count, rfind = text.count, text.rfind
     share_len, pairs_get, attr_sets_get = _SHARED_VALUE_LEN, _PAIRS.get, _ATTR_SETS.get
-    long_get, long_sets, long_sets_get = _LONG_PAIRS.get, _LONG_ATTR_SETS, _LONG_ATTR_SETS.get
+    long_get, long_sets, long_sets_get, long_full = _LONG_PAIRS.get, _LONG_ATTR_SETS, _LONG_ATTR_SETS.get, _LONG_FULL
     instrs: list = []
     roots: list[int] = []
     head_line, head_column = line, pos - line_start + 1
@@ -302,7 +306,7 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
                 attrs.append(pairs_get((key, value)) or share_pair(key, value))
             else:
                 pair = (intern(key), value)
-                attrs.append(long_get(pair) or share_long_pair(pair))
+                attrs.append(long_get(pair) or (pair if pair[0] in long_full else share_long_pair(pair)))
                 shareable = False
             rewritten = key in rewritten_attrs
             if key2 is not None:
@@ -310,7 +314,7 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
                     attrs.append(pairs_get((key2, value2)) or share_pair(key2, value2))
                 else:
                     pair = (intern(key2), value2)
-                    attrs.append(long_get(pair) or share_long_pair(pair))
+                    attrs.append(long_get(pair) or (pair if pair[0] in long_full else share_long_pair(pair)))
                     shareable = False
                 if key2 in rewritten_attrs:
                     rewritten = True
@@ -321,7 +325,7 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
                         attrs.append(pairs_get((key, value)) or share_pair(key, value))
                     else:
                         pair = (intern(key), value)
-                        attrs.append(long_get(pair) or share_long_pair(pair))
+                        attrs.append(long_get(pair) or (pair if pair[0] in long_full else share_long_pair(pair)))
                         shareable = False
                     if key in rewritten_attrs:
                         rewritten = True
