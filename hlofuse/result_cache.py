@@ -27,17 +27,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import copyreg
-import hashlib
-import io
 import os
-import pickle
 import zlib
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from . import private_files
+# hashlib, pickle and private_files (with tempfile) are imported where used: a process that
+# parses with the cache off, or a text too short to cache, is spared them (some 5 MB).
 
 #: Set to 1 (or any non-empty value but 0) to turn the cache off for a process and its children.
 CACHE_OFF_ENV = "HLOFUSE_NO_CACHE"
@@ -72,6 +69,8 @@ def bypassed(really: bool = True) -> Iterator[None]:
 
 
 def parse_key(text: str, path: str | None, strict: bool) -> str:
+    import hashlib
+
     return _key("parse", hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), path, strict)
 
 
@@ -140,6 +139,8 @@ def cached_replay(module, options, progress=None):
 
 
 def _key(kind: str, *parts) -> str:
+    import hashlib
+
     from .code_digest import code_digest
 
     digest = hashlib.sha256(f"{kind}\0{code_digest()}".encode())
@@ -149,16 +150,23 @@ def _key(kind: str, *parts) -> str:
 
 
 def _file_digest(path: str) -> str:
+    import hashlib
+
     with open(path, "rb") as fh:
         return hashlib.sha256(fh.read()).hexdigest()
 
 
 def _folder() -> Path | None:
+    from . import private_files
+
     return private_files.cache_folder(FOLDER)
 
 
 def _load(key: str):
     """The object stored under `key`, or None (missing, or discarded: see the module docstring)."""
+    import pickle
+
+    from . import private_files
     from .collector import collector_paused
 
     folder = _folder()
@@ -177,6 +185,10 @@ def _load(key: str):
 
 def _store(key: str, value) -> None:
     """Keep `value` under `key`; a cache that cannot be written is skipped (the result stands)."""
+    import pickle
+
+    from . import private_files
+
     folder = _folder()
     if folder is None:
         return
@@ -192,6 +204,10 @@ def dumps(value) -> bytes:
     """Pickle `value`, frozen slotted dataclasses (instructions, shapes, layouts) as their field
     values: the `__setstate__` dataclasses give them looks their fields up again for every
     object, which made loading a replay of 100k instructions three times slower."""
+    import copyreg
+    import io
+    import pickle
+
     buffer = io.BytesIO()
     pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
     pickler.dispatch_table = _Reducers(copyreg.dispatch_table)
@@ -223,6 +239,8 @@ def _rebuild(cls, names, values):
 
 
 def _trim(folder: Path) -> None:
+    from . import private_files
+
     entries = []
     for entry in os.scandir(folder):
         if entry.is_file(follow_symlinks=False) and not entry.name.endswith(private_files.SEAL_SUFFIX) \

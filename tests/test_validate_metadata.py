@@ -26,10 +26,10 @@ def test_malformed_metadata_is_an_error_at_its_instruction(value):
 
 
 def test_metadata_values_are_not_memoised():
-    validate._value_fits.cache_clear()
+    validate._FITS.clear()
     module = parse_text(_module('{op_name="jit(f)/negate" source_line=K}', count=200), "m.hlo")
     assert len(module.computations[0].instructions) == 202
-    assert validate._value_fits.cache_info().currsize == 0
+    assert sum(len(memo) for memo in validate._FITS.values()) == 0
 
 
 def test_a_literal_checked_once_per_shape():

@@ -2,8 +2,11 @@
 parsing (no parse tree is built), and the checks XLA's own parser makes while it reads.
 
 One module per stage, so tests can enter anywhere; data flows one way:
-  1. `grammar`     the cached LALR parser built from grammars/hlo.lark; `terminal_regex(name)`
-                   hands out the grammar's terminals, from which every other pattern is composed.
+  1. `grammar`     grammars/hlo.lark; `terminal_regex(name)` hands out its terminals, from which
+                   every other pattern is composed.  `lalr` parses with the LALR tables Lark
+                   computes for it (`lalr_tables`, written by `make_tables`), without Lark;
+                   Lark's own parser (`grammar.parser`) words failures and stands in where the
+                   tables are stale.
   2. `lexer`       Lark's contextual lexer rebuilt for speed; `reader` reads a whole computation
                    of common instructions as one token (the fast path).
   3. `callbacks`   run at each reduction; they and the reader make raw records (`records`),

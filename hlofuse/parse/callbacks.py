@@ -1,11 +1,10 @@
-"""Callbacks that Lark runs at each reduction while it parses (no parse tree is built): one
-method per grammar rule, each returning a raw record (`records`) or plain values."""
+"""Callbacks that the parser (lalr.py, or Lark's) runs at each reduction while it parses (no
+parse tree is built): one method per grammar rule, each returning a raw record (`records`) or
+plain values."""
 
 from __future__ import annotations
 
 import sys
-
-import lark
 
 from .reader import computation_from_head, raw_instruction
 from .records import (LITERAL_OPCODES, AnonOperand, Literal, LocatedError, RawComputation, RawInstr, RawModule,
@@ -19,8 +18,9 @@ def _root_marker(children) -> tuple[bool, int]:
     return is_root, int(is_root)
 
 
-class Callbacks(lark.Transformer):
-    """Callbacks named after grammar rules; each returns a raw record or plain values."""
+class Callbacks:
+    """Callbacks named after grammar rules; each returns a raw record or plain values.  (Lark
+    takes any object with such methods; a rule without one becomes a lark.Tree there.)"""
 
     # -- instructions -------------------------------------------------------------------
     def fast_instruction(self, children):

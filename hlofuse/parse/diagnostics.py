@@ -7,15 +7,36 @@ from __future__ import annotations
 
 import re
 
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
-
 from ..errors import HloSyntaxError
 from .grammar import parser, terminal_regex
 from .records import LocatedError, token_text
 
 
 def run_parser(text: str, start: str):
-    """Parse with one of the grammar's start symbols; any failure becomes an HloSyntaxError."""
+    """Parse with one of the grammar's start symbols; any failure becomes an HloSyntaxError.
+
+    lalr.py's parser reads the text; where it fails, Lark's parser reads it again: the same
+    tables, lexer and callbacks, so it fails at the same place, and its errors say what was
+    expected there.  (Whatever goes wrong, Lark's parser has the last word.)"""
+    from . import lalr
+    from .reader import forget_long_values
+
+    try:
+        fast = lalr.parser()
+        if fast is not None:
+            try:
+                return fast.parse(text, start)
+            except Exception:  # noqa: BLE001 - worded below, by Lark's parser
+                pass
+        return run_lark_parser(text, start)
+    finally:
+        forget_long_values()
+
+
+def run_lark_parser(text: str, start: str):
+    """`run_parser` with Lark's parser alone."""
+    from lark.exceptions import UnexpectedInput, VisitError
+
     try:
         return parser().parse(text, start=start)
     except LocatedError as err:
@@ -96,7 +117,10 @@ def _describe(text: str, pos: int) -> str:
     return repr(found)
 
 
-def convert_lark_error(text: str, err: UnexpectedInput) -> HloSyntaxError:
+def convert_lark_error(text: str, err) -> HloSyntaxError:
+    """A `lark.exceptions.UnexpectedInput` in the words of HLO."""
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
     if isinstance(err, UnexpectedCharacters):
         pos = err.pos_in_stream
         allowed = set(err.allowed or ())

@@ -7,38 +7,79 @@ told apart by a dictionary.  What differs is the cost per token: one regular exp
 parser state holds every terminal as a named group *and* the ignored text before it
 (whitespace, comments), so one C-level match yields the next token; lines are counted with
 str.count over the skipped text instead of per character.
+
+The lexer itself needs no Lark: it serves lalr.py's parser, and Lark's through the adapter in
+lark_lexer.py (where Lark is used: stale tables, and the diagnostics of a failed parse).
 """
 
 from __future__ import annotations
 
 import re
 
-import lark
-from lark.exceptions import UnexpectedCharacters
-
 from .reader import READERS
 
 
+#: How many tokens a scanner reads trying its terminals one by one (`_Scanner.first_match`)
+#: before it compiles the pattern that holds them all (a module's header: some five tokens).
+_TRIES_BEFORE_COMPILING = 16
+
+
 class _Scanner:
-    __slots__ = ("regex", "keywords", "allowed", "readers")
+    """What the lexer reads in one set of parser states: the terminals they accept, in the order
+    they are tried (`alternatives`: name, regular expression).
 
-    def __init__(self, regex, keywords, allowed, readers):
-        self.regex, self.keywords, self.allowed, self.readers = regex, keywords, allowed, readers
+    One pattern holding them all (`pattern`, compiled as `regex`) reads a token with one match,
+    but it is some 17k characters and 35 ms to compile, and most scanners of a dump read a token
+    or two (the module's header; the computations are read by a reader).  So the first few
+    tokens are read by trying the terminals one at a time, in the same order (the first that
+    matches is the one the alternation would pick: nothing follows it in the pattern), each
+    compiled alone once and shared by every scanner (`terminals`: name -> compiled pattern);
+    the whole pattern is compiled only for a scanner that reads more (`compiled`)."""
+
+    __slots__ = ("pattern", "regex", "alternatives", "terminals", "tries", "keywords", "allowed", "readers")
+
+    def __init__(self, alternatives, pattern, terminals, keywords, allowed, readers):
+        self.alternatives, self.pattern, self.regex, self.tries = alternatives, pattern, None, 0
+        self.terminals = terminals
+        self.keywords, self.allowed, self.readers = keywords, allowed, readers
+
+    def compiled(self):
+        if self.regex is None and self.pattern is not None:
+            self.regex = re.compile(self.pattern)
+        return self.regex
+
+    def first_match(self, text: str, at: int, end: int):
+        """(terminal name, match) of the first terminal that matches at `at`, or None."""
+        self.tries += 1
+        terminals = self.terminals
+        for name, regexp in self.alternatives:
+            compiled = terminals.get(name)
+            if compiled is None:
+                compiled = terminals[name] = re.compile(regexp)
+            m = compiled.match(text, at, end)
+            if m is not None:
+                return name, m
+        return None
 
 
-class Lexer(lark.lexer.Lexer):
-    __future_interface__ = 2
+class ContextualLexer:
+    """Tokens for an LALR parser that keeps its state stack in a list (`lex`)."""
 
-    def __init__(self, lexer_conf):
-        self.terminals = {t.name: t for t in lexer_conf.terminals}
-        ignored = "|".join(self.terminals[name].pattern.to_regexp() for name in sorted(lexer_conf.ignore))
+    def __init__(self, terminals, ignore, matched_by=None):
+        """`terminals`: grammar.TerminalDef by name; `ignore`: the names of ignored terminals;
+        `matched_by`: for each literal-string terminal, the regular expression terminals that
+        match its text (lalr_tables.MATCHED_BY), else worked out here."""
+        self.terminals = terminals
+        self.matched_by = matched_by
+        ignored = "|".join(self.terminals[name].regexp for name in sorted(ignore))
         # Atomic (a lookahead, then a back reference to what it matched): once skipped, ignored
         # text is never backtracked into, or a token could start inside a comment.
         self.skip = f"(?=(?P<_skipped>(?:{ignored})*))(?P=_skipped)" if ignored else ""
         self.skip_re = re.compile(self.skip)
-        self.ignore = frozenset(lexer_conf.ignore)
+        self.ignore = frozenset(ignore)
         self.by_state: dict = {}  # parser state -> _Scanner
         self.by_accepts: dict = {}  # frozenset of terminal names -> _Scanner (states share them)
+        self.compiled_terminals: dict = {}  # terminal name -> its pattern compiled alone
 
     def scanner(self, state: int, accepts) -> _Scanner:
         key = frozenset(accepts)
@@ -50,31 +91,39 @@ class Lexer(lark.lexer.Lexer):
 
     def _build(self, accepts) -> _Scanner:
         terms = [self.terminals[n] for n in accepts if n in self.terminals and n not in self.ignore]
-        regexps = [t for t in terms if t.pattern.type == "re"]
+        regexps = [t for t in terms if t.kind == "re"]
         keywords, alternatives = {}, []
         readers = tuple((t.name, READERS[t.name]) for t in terms if t.name in READERS)
         terms = [t for t in terms if t.name not in READERS]
         for t in terms:
-            if t.pattern.type == "str" and any(re.fullmatch(r.pattern.to_regexp(), t.pattern.value) for r in regexps):
-                keywords[t.pattern.value] = t.name  # matched by a regexp, then retyped (Lark's `unless`)
+            if t.kind == "str" and self._matched_by_regexp(t, regexps):
+                keywords[t.value] = t.name  # matched by a regexp, then retyped (Lark's `unless`)
             else:
                 alternatives.append(t)
-        alternatives.sort(key=lambda t: (-t.priority, t.pattern.type != "re", -len(t.pattern.to_regexp()), t.name))
-        body = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in alternatives)
-        regex = re.compile(f"{self.skip}(?:{body})") if body else None
-        return _Scanner(regex, keywords, frozenset(t.name for t in terms) | {n for n, _ in readers}, readers)
+        alternatives.sort(key=lambda t: (-t.priority, t.kind != "re", -len(t.regexp), t.name))
+        body = "|".join(f"(?P<{t.name}>{t.regexp})" for t in alternatives)
+        pattern = f"{self.skip}(?:{body})" if body else None
+        allowed = frozenset(t.name for t in terms) | {n for n, _ in readers}
+        return _Scanner(tuple((t.name, t.regexp) for t in alternatives), pattern, self.compiled_terminals, keywords,
+                        allowed, readers)
 
-    def lex(self, lexer_state, parser_state):
-        text_slice = lexer_state.text
-        text, pos, end = text_slice.text, text_slice.start, text_slice.end
-        states = parser_state.parse_conf.parse_table.states
+    def _matched_by_regexp(self, t, regexps) -> bool:
+        if self.matched_by is not None:
+            names = self.matched_by.get(t.name, ())
+            return any(r.name in names for r in regexps)
+        return any(re.fullmatch(r.regexp, t.value) for r in regexps)
+
+    def lex(self, text: str, pos: int, end: int, states, state_stack: list, Token, unexpected):
+        """The tokens of text[pos:end], each read in the parser state on top of `state_stack`
+        (which the parser changes between tokens); `states[state]` is what that state accepts.
+        `Token(type, value, start_pos, line, column, end_line, end_column, end_pos)` makes a
+        token; `unexpected(text, pos, line, column, allowed)` the error where none fits."""
         by_state = self.by_state
-        Token = lark.Token
         line = text.count("\n", 0, pos) + 1
         line_start = text.rfind("\n", 0, pos) + 1
         count, rfind = text.count, text.rfind
         while True:
-            state = parser_state.position
+            state = state_stack[-1]
             scanner = by_state.get(state) or self.scanner(state, states[state])
             if scanner.readers:
                 at = self.skip_re.match(text, pos, end).end() if self.skip else pos
@@ -120,7 +169,31 @@ class Lexer(lark.lexer.Lexer):
                 if token is not None:
                     yield token
                     continue
-            m = scanner.regex.match(text, pos, end) if scanner.regex is not None else None
+            regex = scanner.regex
+            if regex is not None:
+                m = regex.match(text, pos, end)
+                if m is not None:
+                    kind = m.lastgroup
+                    start, value, stop = m.start(kind), m.group(kind), m.end()
+            elif scanner.pattern is None:
+                m = None
+            else:
+                # No terminal matches empty text: at the end of the input (ignored text aside)
+                # nothing can match, and nothing need be compiled.
+                at = self.skip_re.match(text, pos, end).end() if self.skip else pos
+                if at >= end:
+                    return
+                if scanner.tries < _TRIES_BEFORE_COMPILING:
+                    found = scanner.first_match(text, at, end)
+                    m = None
+                    if found is not None:
+                        kind, m = found
+                        start, value, stop = at, m.group(), m.end()
+                else:
+                    m = scanner.compiled().match(text, pos, end)
+                    if m is not None:
+                        kind = m.lastgroup
+                        start, value, stop = m.start(kind), m.group(kind), m.end()
             if m is None:
                 at = self.skip_re.match(text, pos, end).end() if self.skip else pos
                 if at >= end:
@@ -129,16 +202,12 @@ class Lexer(lark.lexer.Lexer):
                 if n:
                     line += n
                     line_start = rfind("\n", pos, at) + 1
-                raise UnexpectedCharacters(text, at, line, at - line_start + 1, allowed=scanner.allowed,
-                                           state=parser_state)
-            kind = m.lastgroup
-            start = m.start(kind)
+                raise unexpected(text, at, line, at - line_start + 1, scanner.allowed)
             n = count("\n", pos, start)
             if n:
                 line += n
                 line_start = rfind("\n", pos, start) + 1
-            value = m.group(kind)
-            pos = m.end()
+            pos = stop
             token = Token(scanner.keywords.get(value, kind), value, start, line, start - line_start + 1,
                           None, None, pos)
             n = count("\n", start, pos)
@@ -146,4 +215,5 @@ class Lexer(lark.lexer.Lexer):
                 line += n
                 line_start = rfind("\n", start, pos) + 1
             yield token
+
 

@@ -16,9 +16,6 @@ import dataclasses
 import os
 import re
 
-import lark
-from lark.exceptions import UnexpectedInput, VisitError
-
 from .. import ir
 from ..errors import HloSyntaxError
 from .assemble import Assembler, uses_percent
@@ -62,7 +59,7 @@ class _Part:
 def _read_part(text: str, start: int, stop: int, strict: bool) -> _Part:
     from ..validate import check_module
 
-    raw = parser().parse(lark.lexer.TextSlice(text, start, stop), start="start")
+    raw = _parse_range(text, start, stop)
     if raw.form not in ("module", "computations") or not raw.computations:
         raise _NotSplittable
     assembler = Assembler(text)
@@ -85,6 +82,27 @@ class _NotSplittable(Exception):
     pass
 
 
+def _parse_range(text: str, start: int, stop: int):
+    """The raw records of text[start:stop], read by lalr.py's parser (Lark's where the tables
+    do not fit the grammar).  Any failure: the text is read again in one process, which words it."""
+    from . import lalr
+    from .reader import forget_long_values
+
+    fast = lalr.parser()
+    try:
+        if fast is not None:
+            return fast.parse(text, "start", start, stop)
+        import lark
+
+        return parser().parse(lark.lexer.TextSlice(text, start, stop), start="start")
+    except (HloSyntaxError, _NotSplittable, LocatedError, RecursionError):
+        raise
+    except Exception as err:  # noqa: BLE001 - lalr.Failed, Lark's errors: read again in one process
+        raise _NotSplittable from err
+    finally:
+        forget_long_values()
+
+
 def parse_in_two(text: str, path: str | None, strict: bool) -> ir.Module | None:
     """The module, or None when the text does not split (then it is read in one process)."""
     import pickle
@@ -96,7 +114,10 @@ def parse_in_two(text: str, path: str | None, strict: bool) -> ir.Module | None:
     if m is None:
         return None
     split = m.end()
-    parser()  # built before forking, so the child has it
+    from . import lalr
+
+    if lalr.parser() is None:
+        parser()  # built before forking, so the child has it
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: read the second half, send it back, leave without cleanup
@@ -120,7 +141,7 @@ def parse_in_two(text: str, path: str | None, strict: bool) -> ir.Module | None:
     try:
         try:
             first = _read_part(text, 0, split, strict)
-        except (HloSyntaxError, _NotSplittable, UnexpectedInput, VisitError, LocatedError, RecursionError):
+        except (HloSyntaxError, _NotSplittable, LocatedError, RecursionError):
             first = None
         with os.fdopen(read_fd, "rb") as fh:
             status, second = pickle.loads(fh.read())

@@ -21,6 +21,12 @@ _WS = r"[ \t\f\r\n]"
 
 @functools.lru_cache(maxsize=1)
 def head_regex() -> re.Pattern:
+    """`head_pattern` compiled (the token-by-token path's INSTRUCTION tokens)."""
+    return re.compile(head_pattern())
+
+
+@functools.lru_cache(maxsize=1)
+def head_pattern() -> str:
     """The grammar's INSTR_HEAD, `(ROOT _WS1)? NAME _WS0 "=" _WS0 SHAPE _WS1 OPCODE _WS0
     OPERAND_LIST`, composed from the same terminals, the whitespace before it skipped.  Groups:
     1 the head, 2 ROOT, 3 name, 4 shape, 5 opcode, 6 operand list.
@@ -31,10 +37,9 @@ def head_regex() -> re.Pattern:
     those of `grammar_head_regex` (tests/test_parse_lexer.py checks this on real and mutated
     lines); where it does not, the terminal itself is tried."""
     ws = _WS
-    return re.compile(
-        f"{ws}*((?:(ROOT){ws}+)?({pattern('NAME')}){ws}*={ws}*"
-        f"((?:{_common_shape()})(?={ws})|{pattern('SHAPE')}){ws}+({pattern('OPCODE')})"
-        f"{ws}*((?:{_common_operand_list()})|{pattern('OPERAND_LIST')}))")
+    return (f"{ws}*((?:(ROOT){ws}+)?({pattern('NAME')}){ws}*={ws}*"
+            f"((?:{_common_shape()})(?={ws})|{pattern('SHAPE')}){ws}+({pattern('OPCODE')})"
+            f"{ws}*((?:{_common_operand_list()})|{pattern('OPERAND_LIST')}))")
 
 
 @functools.lru_cache(maxsize=1)
@@ -94,7 +99,7 @@ def instruction_regex() -> re.Pattern:
     then a name and a value per slot (None where the slot is empty); when the last slot is
     filled, more attributes may follow."""
     attr = attr_regex().pattern
-    regex = head_regex().pattern
+    regex = head_pattern()
     for _ in range(ATTR_SLOTS):
         regex = f"{regex}(?:{attr}"
     regex += ")?" * ATTR_SLOTS
@@ -149,6 +154,42 @@ def share_pair(key: str, value: str) -> tuple[str, str]:
     if len(_PAIRS) < _SHARED_MAX:
         _PAIRS[pair] = pair
     return pair
+
+
+#: (name, value) pairs with a long value, and attribute tuples holding one, as first made in
+#: the parse under way: an equal one later in the same text is that one.  Backend configs and
+#: sharding repeat across instructions, and metadata too where code was unrolled
+#: (bench/parse_speed.py's 12 MB module holds 1.4 MB of repeated backend configs; a sample
+#: XLA:CPU dump 0.4 of its 0.8 MB as repeated metadata, and 5k attribute tuples, 112 distinct).
+#: Emptied after each parse (`forget_long_values`): they hold long strings.  Each attribute name
+#: keeps at most _LONG_PER_NAME values, and at most _LONG_SETS tuples are kept: where values
+#: do not repeat (metadata naming each instruction's own source line) a table of all of them
+#: would be memory the parse frees at its end but the process keeps (the 12 MB module: 30k
+#: distinct metadata values, 3 MB of tables).
+_LONG_PAIRS: dict = {}
+_LONG_COUNTS: dict = {}
+_LONG_FULL: set = set()  # names that have kept _LONG_PER_NAME values: misses need no call
+_LONG_ATTR_SETS: dict = {}
+_LONG_PER_NAME = 2048
+_LONG_SETS = 2048
+
+
+def share_long_pair(pair: tuple[str, str]) -> tuple[str, str]:
+    kept = _LONG_COUNTS.get(pair[0], 0)
+    if kept < _LONG_PER_NAME:
+        _LONG_COUNTS[pair[0]] = kept + 1
+        _LONG_PAIRS[pair] = pair
+    else:
+        _LONG_FULL.add(pair[0])
+    return pair
+
+
+def forget_long_values() -> None:
+    """Drop the long values kept for sharing (the parser calls this once it has read a text)."""
+    _LONG_PAIRS.clear()
+    _LONG_COUNTS.clear()
+    _LONG_FULL.clear()
+    _LONG_ATTR_SETS.clear()
 
 
 def share_attr_set(attrs: tuple) -> tuple:
@@ -240,6 +281,7 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     new_instruction = fast.instruction
     count, rfind = text.count, text.rfind
     share_len, pairs_get, attr_sets_get = _SHARED_VALUE_LEN, _PAIRS.get, _ATTR_SETS.get
+    long_get, long_sets, long_sets_get, long_full = _LONG_PAIRS.get, _LONG_ATTR_SETS, _LONG_ATTR_SETS.get, _LONG_FULL
     instrs: list = []
     roots: list[int] = []
     head_line, head_column = line, pos - line_start + 1
@@ -263,14 +305,16 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
             if len(value) < share_len:
                 attrs.append(pairs_get((key, value)) or share_pair(key, value))
             else:
-                attrs.append((intern(key), value))
+                pair = (intern(key), value)
+                attrs.append(long_get(pair) or (pair if pair[0] in long_full else share_long_pair(pair)))
                 shareable = False
             rewritten = key in rewritten_attrs
             if key2 is not None:
                 if len(value2) < share_len:
                     attrs.append(pairs_get((key2, value2)) or share_pair(key2, value2))
                 else:
-                    attrs.append((intern(key2), value2))
+                    pair = (intern(key2), value2)
+                    attrs.append(long_get(pair) or (pair if pair[0] in long_full else share_long_pair(pair)))
                     shareable = False
                 if key2 in rewritten_attrs:
                     rewritten = True
@@ -280,7 +324,8 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
                     if len(value) < share_len:
                         attrs.append(pairs_get((key, value)) or share_pair(key, value))
                     else:
-                        attrs.append((intern(key), value))
+                        pair = (intern(key), value)
+                        attrs.append(long_get(pair) or (pair if pair[0] in long_full else share_long_pair(pair)))
                         shareable = False
                     if key in rewritten_attrs:
                         rewritten = True
@@ -293,8 +338,15 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
         opcode = intern(opcode)
         inner = operands[1:-1]
         frozen = tuple(attrs)
-        if shareable and frozen:
-            frozen = attr_sets_get(frozen) or share_attr_set(frozen)
+        if shareable:
+            if frozen:
+                frozen = attr_sets_get(frozen) or share_attr_set(frozen)
+        else:  # (made of shared pairs: equal tuples hold the same pairs, hashed once each)
+            found = long_sets_get(frozen)
+            if found is not None:
+                frozen = found
+            elif len(long_sets) < _LONG_SETS:  # (no call: where metadata differs, most miss)
+                long_sets[frozen] = frozen
         if rewritten:
             made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
         elif opcode in literal_opcodes:

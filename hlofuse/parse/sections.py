@@ -36,17 +36,19 @@ def stack_frame_index(sections) -> ir.StackFrameIndex:
                     value = rest[1:-1]
                 (file_names if kind == "FILE_NAMES" else function_names)[ident] = value
             else:
-                fields = dict((k, int(v)) for k, v in _KV_INT_RE.findall(rest))
+                # (the values converted where used: a table holds hundreds of entries, read at
+                # every parse)
+                field = dict(_KV_INT_RE.findall(rest)).get
                 if kind == "FILE_LOCATIONS":
-                    locations[ident] = (fields.get("file_name_id", 0), fields.get("function_name_id", 0),
-                                        fields.get("line", 0), fields.get("column", 0))
+                    locations[ident] = (int(field("file_name_id", 0)), int(field("function_name_id", 0)),
+                                        int(field("line", 0)), int(field("column", 0)))
                 else:
                     # XLA prints parent_frame_id one above the parent's id (a root frame prints
                     # 1): in a JAX 0.10.2 dump the frames of <module> -> main -> f print
                     # `5 {.. parent_frame_id=1}`, `6 {.. parent_frame_id=6}`, `7 {.. parent_frame_id=7}`
                     # (tests/test_stack_frames.py checks it on a real dump).  Store the real id.
-                    printed = fields.get("parent_frame_id", 0)
-                    frames[ident] = (fields.get("file_location_id", 0), max(printed - 1, 0))
+                    printed = int(field("parent_frame_id", 0))
+                    frames[ident] = (int(field("file_location_id", 0)), max(printed - 1, 0))
         lines.append("")
     return ir.StackFrameIndex(file_names, function_names, locations, frames, "\n".join(lines))
 
