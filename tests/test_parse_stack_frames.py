@@ -89,6 +89,17 @@ def test_tables_are_read(module):
     assert frames.file_locations[7] == (2, 5, 179, 22)
 
 
+def test_an_entry_may_separate_its_id_by_a_tab():
+    """The grammar reads an entry's id and value apart by spaces or tabs, as XLA's lexer skips
+    either; a tab once reached int() with the value attached (an internal error)."""
+    text = RNN_SCAN_EXCERPT.replace('1 "sample_dumps/programs.py"', '1\t"sample_dumps/programs.py"')
+    text = text.replace("7 {file_name_id=2", "7\t {file_name_id=2")
+    assert text != RNN_SCAN_EXCERPT
+    frames = hlofuse.loads(text).stack_frames
+    assert frames.file_names == {1: PROGRAMS, 2: GENERATE}
+    assert frames.file_locations[7] == (2, 5, 179, 22)
+
+
 def test_printed_parent_is_one_above_the_parents_id(module):
     frames = module.stack_frames.frames
     assert frames[5] == (5, 0), "a frame printed with parent_frame_id=1 is a root"

@@ -25,7 +25,8 @@ def stack_frame_index(sections) -> ir.StackFrameIndex:
     for kind, entries in sections:
         lines.append(titles[kind])
         for entry, line, col in entries:
-            ident_text, _, rest = entry.partition(" ")
+            # the id and its value are apart by spaces or tabs (the grammar's [ \t]+)
+            ident_text, _, rest = entry.replace("\t", " ", 1).partition(" ")
             ident = int(ident_text)
             rest = rest.strip()
             lines.append(f"{ident} {rest}")
