@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from .native import mypyc_attr
 from . import ir
 from .decision import Decision, FusionResult, Kernel, Verdict
 from .collector import collector_paused
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 PassFn = Callable[[Program, "Context"], bool]
 
 
+@mypyc_attr(native_class=False)  # public: callers pass lists, read vars(options)
 @dataclass(frozen=True)
 class Options:
     """What to replay: `backend` gpu|cpu, `pipeline` legacy|priority|cpu (None: the
@@ -50,6 +52,7 @@ class Options:
 DEFAULT_PIPELINE = {"gpu": "priority", "cpu": "cpu"}
 
 
+@mypyc_attr(native_class=False)
 @dataclass
 class Context:
     """Shared state of one replay: device, relaxed rules, the decisions passes record, and

@@ -232,7 +232,7 @@ class Candidate:
         self.ctx = ctx
         self.pair = pair
         self.budget = budget
-        self.memo = None
+        self.memo: dict | None = None
 
     def __repr__(self) -> str:
         facts = ", ".join(f"{name}={getattr(self, name)!r}" for name in _fact_names(type(self))
