@@ -134,3 +134,20 @@ def test_the_tests_that_instrument_the_python_modules_pass_on_them():
                            *files], env=env, cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert " passed" in proc.stdout and " skipped" not in proc.stdout.splitlines()[-1], proc.stdout[-500:]
+
+
+def test_without_a_compiler_the_build_says_so_in_one_line_and_changes_nothing(tmp_path):
+    import importlib.util
+
+    before = sorted(p.name for p in (REPO / "hlofuse").rglob("*" + SUFFIX))
+    compiler = tmp_path / "no-such-cc"
+    env = {**os.environ, "CC": str(compiler)}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "hlofuse.native.build"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0
+    # (a Python without mypy lacks that first)
+    why = f"no C compiler ({compiler})" if importlib.util.find_spec("mypyc") else "mypy is not installed in this Python"
+    assert proc.stderr.splitlines()[-1:] == [f"hlofuse: compiled core not built ({why}); the Python modules are used"]
+    assert len(proc.stderr.splitlines()) <= 2  # and, before it, that a stale build is not used
+    assert sorted(p.name for p in (REPO / "hlofuse").rglob("*" + SUFFIX)) == before

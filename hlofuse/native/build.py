@@ -34,7 +34,8 @@ def missing_tool() -> str | None:
             __import__(module)
         except ImportError:
             return f"{package} is not installed in this Python"
-    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    # setuptools compiles with $CC where it is set, else with the compiler Python was built with
+    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         return f"no C compiler ({compiler})"
     include = sysconfig.get_paths().get("include")
