@@ -12,24 +12,38 @@ EXTRAS ?= dev
 comma  := ,
 STAMP  := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 DEMO   ?= sample_dumps/gpu-legacy-rtx2080ti/cartpole_b_concat_vecdone
+# The compiled core (hlofuse/native): the replay's hottest modules compiled with mypyc (installed
+# into the venv with the other dependencies) when a C compiler is found, rebuilt when one of
+# them changes.  Without a compiler, one line says so and the Python modules run, with the same
+# results.  `make test` runs the suite on the compiled core and checks the Python modules
+# against it (tests/test_native_core.py).
+NATIVE := $(VENV)/.native-built
+NATIVE_SOURCES := $(shell $(PYTHON) -c 'import runpy; m = runpy.run_path("hlofuse/native/__init__.py"); \
+	print(*(m["source_path"](n).relative_to(m["PACKAGE_ROOT"]) for n in m["MODULES"]))' 2>/dev/null)
 
-.PHONY: demo test venv graphviz samples bench clean
+.PHONY: demo test venv native graphviz samples bench clean
 
-demo: $(STAMP) graphviz
+demo: $(STAMP) $(NATIVE) graphviz
 	@mkdir -p out
 	$(VENV)/bin/hlofuse explain $(DEMO) --html out/demo.html
 	$(VENV)/bin/hlofuse render $(DEMO) -o out/demo.svg
 	@echo "wrote out/demo.html and out/demo.svg"
 
-test: $(STAMP) graphviz
+test: $(STAMP) $(NATIVE) graphviz
 	$(PY) -m pytest -q
 
-venv: $(STAMP)
+venv: $(STAMP) $(NATIVE)
+
+native: $(NATIVE)
+
+$(NATIVE): $(STAMP) hlofuse/native/__init__.py hlofuse/native/build.py $(NATIVE_SOURCES)
+	$(PY) -m hlofuse.native.build
+	touch $(NATIVE)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	$(PY) -m pip install -q -e '.[$(EXTRAS),native]'
 	touch $(STAMP)
 
 # Graphviz's `dot` renders SVG. Install Debian's package when it is missing and we can;
@@ -55,3 +69,5 @@ bench: $(STAMP)
 
 clean:
 	rm -rf out .pytest_cache
+	rm -f hlofuse/native/built.json $(NATIVE)
+	find hlofuse -name '*.cpython-*.so' -delete

@@ -118,6 +118,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-samples", action="store_true")
     ap.add_argument("--no-explain", action="store_true", help="skip explain's fingerprints")
     ap.add_argument("--dump", action="append", default=[], metavar="DIR")
+    ap.add_argument("--generated", default="1000,10000", metavar="SIZES",
+                    help="sizes of the generated modules (comma-separated; empty for none)")
     args = ap.parse_args(argv)
     import hlofuse
 
@@ -126,14 +128,17 @@ def main(argv=None) -> int:
     if not args.no_samples:
         for folder in sample_folders():
             prints.update(fingerprint_folder(folder, not args.no_explain))
-    prints.update(fingerprint_generated([1000, 10000] + ([100000] if args.large else [])))
+    sizes = [int(n) for n in args.generated.split(",") if n]
+    prints.update(fingerprint_generated(sizes + ([100000] if args.large else [])))
     for path in args.dump:
         prints.update(fingerprint_dump(path))
     whole = _digest(prints)
-    report = {"hlofuse": os.path.dirname(hlofuse.__file__), "inputs": len(prints), "digest": whole,
+    report = {"hlofuse": os.path.dirname(hlofuse.__file__), "core": hlofuse.native.active,
+              "inputs": len(prints), "digest": whole,
               "seconds": round(time.perf_counter() - start, 1), "fingerprints": prints}
     Path(args.output).write_text(json.dumps(report, indent=1, sort_keys=True))
-    print(f"{len(prints)} inputs, digest {whole[:16]} ({report['seconds']} s, code from {report['hlofuse']})")
+    print(f"{len(prints)} inputs, digest {whole[:16]} ({report['seconds']} s, code from {report['hlofuse']}, "
+          f"{hlofuse.native.active})")
     if args.compare:
         old = json.loads(Path(args.compare).read_text())["fingerprints"]
         differ = [k for k in sorted(set(old) | set(prints)) if old.get(k, {}).get("sha") != prints.get(k, {}).get("sha")]

@@ -21,6 +21,10 @@ from __future__ import annotations
 import sys
 import types
 
+from . import native as _native
+
+_native.choose()  # before any module that may come compiled
+
 from .errors import HloSyntaxError, HlofuseError
 from .ir import Computation, Instruction, Module, Shape
 

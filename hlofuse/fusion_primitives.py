@@ -227,6 +227,7 @@ def fuse_into_multi_output(fusion: Node, producer: Node) -> Node:
     # variadic reduce is tuple-shaped too, but its users read the whole value.
     producer_is_mof = producer.opcode == "fusion" and producer.fused is not None and \
         producer.fused.root.opcode == "tuple"
+    inner: list[Node] | Node  # the producer's outputs inside the fusion
     if producer.opcode == "fusion":
         outputs_before = list(body.root.operands) if was_tuple else [body.root]
         inner = merge_fusion_outputs(fusion, producer)

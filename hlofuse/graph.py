@@ -15,6 +15,7 @@ import dataclasses
 import operator
 from typing import Iterable, Iterator
 
+from .native import mypyc_attr
 from . import attributes, ir
 from .names import NameUniquer
 
@@ -138,11 +139,12 @@ class Node:
         return f"<{self.opcode} {self.name}>"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Graph:
     """A computation.  Keeps XLA's instruction-list order: nodes in the order they were added
     (text order for parsed HLO; new instructions appended)."""
 
-    def __init__(self, program: "Program", name: str, *, is_entry: bool = False, attrs=()):
+    def __init__(self, program: "Program | None", name: str, *, is_entry: bool = False, attrs=()):
         self.program = program
         if program is not None:
             program.made_graphs.append(self)
@@ -568,6 +570,7 @@ class ProgramMemo:
         self.structures: dict[tuple, int] = {}
 
 
+@mypyc_attr(native_class=False)
 class Program:
     """A module being rewritten: its graphs (computations), entry, and name tables."""
 
@@ -585,7 +588,7 @@ class Program:
         #: (edits, {question: answer}) for analyses of the whole program (program_cache).
         self.answers: "tuple[int, dict] | None" = None
         self.stack_frames = ir.StackFrameIndex()
-        self.style = None
+        self.style: object = None  # the parsed module's printer.Style
         self.source: ir.Module | None = None
         #: Every graph made for this program, live or dropped (bodies merged away), for dispose().
         self.made_graphs: list[Graph] = []
@@ -679,40 +682,42 @@ class Program:
 
         cache = self.__dict__.setdefault("_callees", {})
 
-        def callees(g: Graph) -> list[Graph]:
-            # Remembered per version: passes ask for the order often, most graphs unchanged.
-            cached = cache.get(g.name)
-            if cached is not None and cached[0] is g and cached[1] == g._version:
-                names = cached[2]
-            else:
-                names = []
-                graphs = self.graphs
-                for node in g.post_order():
-                    if node.fused is not None:
-                        names.append(node.fused.name)
-                    if node.called:  # (most instructions call nothing)
-                        names.extend(c for c in node.called if c in graphs)
-                cache[g.name] = (g, g._version, names)
-            if not names:
-                return []
-            return [self.graphs[n] for n in names if n in self.graphs]
-
         for start in list(self.graphs.values()):
             if start.name in seen:
                 continue
-            stack = [(start, iter(callees(start)))]
+            stack = [(start, iter(self._called_graphs(start, cache)))]
             seen.add(start.name)
             while stack:
                 g, it = stack[-1]
                 for child in it:
                     if child.name not in seen:
                         seen.add(child.name)
-                        stack.append((child, iter(callees(child))))
+                        stack.append((child, iter(self._called_graphs(child, cache))))
                         break
                 else:
                     stack.pop()
                     order.append(g)
         return order
+
+    def _called_graphs(self, g: Graph, cache: dict) -> list[Graph]:
+        """The graphs `g` calls or fuses, remembered in `cache` per version of `g` (passes ask
+        for the order often, most graphs unchanged).  A method, not a closure: mypyc compiles
+        no closures in a class that stays a Python class (hlofuse.native)."""
+        cached = cache.get(g.name)
+        if cached is not None and cached[0] is g and cached[1] == g._version:
+            names = cached[2]
+        else:
+            names = []
+            graphs = self.graphs
+            for node in g.post_order():
+                if node.fused is not None:
+                    names.append(node.fused.name)
+                if node.called:  # (most instructions call nothing)
+                    names.extend(c for c in node.called if c in graphs)
+            cache[g.name] = (g, g._version, names)
+        if not names:
+            return []
+        return [self.graphs[n] for n in names if n in self.graphs]
 
     def remove_dead_graphs(self) -> bool:
         """Remove every computation the entry no longer reaches through calls and fusions

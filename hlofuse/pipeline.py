@@ -9,8 +9,9 @@ module and collects the decisions every pass recorded and the kernels of the res
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
+from .native import mypyc_attr
 from . import ir
 from .decision import Decision, FusionResult, Kernel, Verdict
 from .collector import collector_paused
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 PassFn = Callable[[Program, "Context"], bool]
 
 
+@mypyc_attr(native_class=False)  # public: callers read vars(options)
 @dataclass(frozen=True)
 class Options:
     """What to replay: `backend` gpu|cpu, `pipeline` legacy|priority|cpu (None: the
@@ -37,19 +39,20 @@ class Options:
 
     backend: str = "gpu"
     pipeline: str | None = None
-    passes: tuple[str, ...] | None = None
+    passes: Sequence[str] | None = None
     gpu: str | None = None
-    relax: tuple[str, ...] = ()
+    relax: Sequence[str] = ()
     #: XLA:CPU only: whether library (YNN) fusion ran before `fusion` (None: as the input shows).
     library_fusion: bool | None = None
     #: XLA flags the program was compiled with (XLA_FLAGS text); GPU replays apply the ones
     #: hlofuse models (gpu.config.MODELLED_FLAGS) over jax's defaults and note the others.
-    xla_flags: tuple[str, ...] = ()
+    xla_flags: Sequence[str] = ()
 
 
 DEFAULT_PIPELINE = {"gpu": "priority", "cpu": "cpu"}
 
 
+@mypyc_attr(native_class=False)
 @dataclass
 class Context:
     """Shared state of one replay: device, relaxed rules, the decisions passes record, and

@@ -62,3 +62,17 @@ def corpus_dir() -> Path:
 @pytest.fixture(scope="session")
 def sample_dumps_dir() -> Path:
     return REPO / "sample_dumps"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked python_modules wrap functions of the modules hlofuse.native compiles, which
+    compiled code calls directly: with the compiled core in use they are skipped here and run
+    on the Python modules by tests/test_native_core.py."""
+    from hlofuse import native
+
+    if native.active != "compiled":
+        return
+    skip = pytest.mark.skip(reason="instruments the Python modules; run on them by test_native_core.py")
+    for item in items:
+        if "python_modules" in item.keywords:
+            item.add_marker(skip)

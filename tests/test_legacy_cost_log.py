@@ -51,6 +51,7 @@ def test_logs_cover_both_gpus_and_every_kind():
     assert kinds == set(cost_log.KINDS)
 
 
+@pytest.mark.python_modules  # bench/legacy_cost_log.py wraps the cost model's methods
 @pytest.mark.parametrize("gpu,entry", LOGGED)
 def test_cost_model_numbers_equal_xla(gpu, entry):
     xla = cost_log.read_log(cost_log.log_path(gpu, entry["program"]))

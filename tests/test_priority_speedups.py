@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 import hlofuse
 from hlofuse.cost import model as cost_model
 from hlofuse.cost.durations import f32, from_seconds
@@ -89,6 +91,7 @@ def _analysis_facts(a):
             hero.name if hero is not None else None)
 
 
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
 def test_pairs_analysed_across_the_boundary_match_the_built_pair(monkeypatch):
     """Every pair PriorityFusion analyses without building it (the merged-heroes path) gets the
     analysis the built scratch fusion gets: kind, roots, heroes, transpose, widths, the
@@ -203,6 +206,7 @@ def test_tiling_searches_are_remembered_by_structure_not_by_name():
     assert tiled.structure_key(changed.entry.get("same"), changed) != key
 
 
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
 def test_run_times_remembered_by_structure_equal_the_ones_computed_afresh(monkeypatch):
     """Every run time, fused run time and tiling the model answers from its structural memo, during
     priority replays of a generated module (two GPUs, one with Triton) and of real Triton
@@ -338,6 +342,7 @@ def _generated(pipeline: str, size: int):
     return hlofuse.loads(replay_speed.generate_for(pipeline, size)), replay_speed.PIPELINES[pipeline]
 
 
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
 def test_can_fuse_verdicts_remembered_by_structure_equal_the_rules_asked_afresh(monkeypatch):
     """Every CanFuse outcome PriorityFusion answers from its verdicts by structure (facts
     included) equals the rules asked for that very pair, and a replay that remembers nothing
@@ -404,6 +409,7 @@ ENTRY e {
     assert after[:2] == before[:2] and after[2] == pair_key(get("a"), get("m"))[2] == ("P", 1)
 
 
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
 def test_fusion_cost_properties_remembered_by_structure_equal_the_ones_computed_afresh(monkeypatch):
     """A fusion's cost properties and utilisations answered from the analysis's memo by body
     structure, during priority replays (two GPUs), equal those computed for that very fusion."""
@@ -461,6 +467,7 @@ ENTRY e {
     assert pairs > 1000
 
 
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
 def test_runtimes_of_removed_consumers_equal_the_sums_over_every_removed_node(monkeypatch):
     """ComputeRuntimesOfRemovedConsumers, which looks the removed nodes up from the smaller
     side, gives what summing over every consumer and the producer in order gives."""

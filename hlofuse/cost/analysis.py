@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from ..native import mypyc_attr
 from .. import attributes
 from ..graph import Node
 from ..gpu.properties import ELEMENTWISE_OPCODES, is_elementwise
@@ -132,6 +133,7 @@ class FusionInfo:
     root_utilization: dict[int, float]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GpuHloCostAnalysis:
     """Cost properties of graph nodes, computed on demand and cached per node.
 

@@ -209,7 +209,7 @@ class LegacyPerformanceModel:
             cap = self._block_caps[blocks] = f32(blocks * self._per_block)
         return min(bandwidth, cap)
 
-    def read_time(self, blocks: int, net: int, total: int) -> int:
+    def read_time(self, blocks: int, net: int, total: int) -> int | float:
         bandwidth = self._bandwidth
         if net < self.device.l2_cache_size:
             bandwidth = self._bandwidth_l2
@@ -218,7 +218,7 @@ class LegacyPerformanceModel:
         bandwidth = self._adjust(bandwidth, blocks)
         return from_seconds(f32(total / bandwidth))
 
-    def read_time_dram(self, blocks: int, net: int, total: int, element_type: str, coalesced: bool) -> int:
+    def read_time_dram(self, blocks: int, net: int, total: int, element_type: str, coalesced: bool) -> int | float:
         """ReadTimeWithDRAMHeuristic: the first read from DRAM (wasteful when uncoalesced),
         re-reads from cache when the data fits."""
         rate = 1.0 if coalesced else (4 if element_type in ("tuple", "token") else byte_width(element_type)) / 64
@@ -236,10 +236,10 @@ class LegacyPerformanceModel:
         from_cache = total - from_dram
         return from_seconds(f32(from_dram / dram)) + from_seconds(f32(from_cache / rest))
 
-    def write_time(self, bytes_written: int) -> int:
+    def write_time(self, bytes_written: int) -> int | float:
         return from_seconds(f32(1.0 * bytes_written / self.device.memory_bandwidth))
 
-    def compute_time(self, flops: float, blocks: int, threads: int) -> int:
+    def compute_time(self, flops: float, blocks: int, threads: int) -> int | float:
         fpus = min(threads, self.device.fpus_per_core) * min(blocks, self.device.core_count)
         per_ns = int(self.device.clock_rate_ghz * 2) * fpus
         if per_ns == 0:
@@ -349,7 +349,7 @@ class LegacyPerformanceModel:
             return 1.0
         return 0.0
 
-    def producer_input_access_time(self, blocks: int, producer: Node, consumer: Node | None) -> int:
+    def producer_input_access_time(self, blocks: int, producer: Node, consumer: Node | None) -> int | float:
         """ProducerInputAccessTime: the producer's reads, repeated as often as the consumer
         reads the producer, minus what the consumer reads anyway."""
         a = self.analysis
@@ -394,7 +394,7 @@ class LegacyPerformanceModel:
             fused += producer_data.write_time
         return RunTimeTerms(RunTimes(unfused, fused), producer_data, len(consumers), read_back, recompute, reread)
 
-    def unfused_read_time(self, producer_data: RunTimeData, producer: Node, consumer: Node) -> int:
+    def unfused_read_time(self, producer_data: RunTimeData, producer: Node, consumer: Node) -> int | float:
         """EstimateUnfusedExecTime, one consumer: reading the producer's output back."""
         used = self.operand_utilization(consumer, producer)
         launch = self.launch_of(consumer)

@@ -106,7 +106,7 @@ class RunTimes:
 # ------------------------------------------------------------------------------------------
 
 
-def compute_time(device: DeviceSpec, flops: int, blocks: int, threads: int) -> int:
+def compute_time(device: DeviceSpec, flops: int, blocks: int, threads: int) -> int | float:
     """ComputeTime: flops at 2 per FPU per cycle over the FPUs the grid occupies."""
     fpus = min(blocks, device.core_count) * min(threads, device.fpus_per_core)
     rate = int(f32(device.clock_rate_ghz) * 2 * fpus)
@@ -141,7 +141,7 @@ def _read_bandwidths(device: DeviceSpec, blocks: int, rate: float, fits: int) ->
 _BANDWIDTHS: dict[tuple, tuple[float, float]] = {}
 
 
-def read_time(device: DeviceSpec, blocks: int, net: int, total: int, rate: float) -> int:
+def read_time(device: DeviceSpec, blocks: int, net: int, total: int, rate: float) -> int | float:
     """ReadTimeWithDRAMHeuristic: `net` bytes come from DRAM once, the rest (`total - net`)
     are re-reads served from L2/L1 when the operand fits there."""
     fits = (2 if net < L1_CACHE_SIZE_PER_SM * device.core_count else 1) if net < device.l2_cache_size else 0
@@ -154,7 +154,7 @@ def read_time(device: DeviceSpec, blocks: int, net: int, total: int, rate: float
     dram_bw, rest_bw = found
     dram_bytes = min(net, total)
     cache_bytes = total - dram_bytes
-    t = 0
+    t: int | float = 0  # ticks; infinite past float32's range
     if dram_bytes:
         t += dur.from_seconds(f32(dram_bytes / dram_bw))
     if cache_bytes:
@@ -162,11 +162,11 @@ def read_time(device: DeviceSpec, blocks: int, net: int, total: int, rate: float
     return t
 
 
-def write_time(device: DeviceSpec, bytes_written: int) -> int:
+def write_time(device: DeviceSpec, bytes_written: int) -> int | float:
     return dur.from_seconds(f32(f32(float(bytes_written)) / f32(float(device.memory_bandwidth))))
 
 
-def combine(compute: int, memory: int) -> int:
+def combine(compute: int | float, memory: int | float) -> int | float:
     """CombineComputeAndMemoryAccessTime."""
     return compute + memory - dur.scale(min(compute, memory), MEMORY_COMPUTE_PARALLELISM)
 
@@ -189,13 +189,13 @@ class GpuPerformanceModel:
         self._runtime: dict[int, RunTime] = {}
         #: producer uid → consumer uid → fused time (GpuPerformanceModelCache's fusion map).
         self._fused: dict[int, dict[int, int | float]] = {}
-        self._triton: dict[tuple[int, int], tuple] = {}
+        self._triton: dict[tuple[int, int], BestTiling] = {}
         #: uid → the pair keys it appears in (both caches above), so forgetting a node does
         #: not scan every pair of the graph.
         self._pairs_of: dict[int, set[tuple[int, int]]] = {}
         #: Run times by structure (hlofuse.cost.structure): the layers of a model repeat the
         #: same kernels and pairs.  Never invalidated: a key names what the answer depends on.
-        self._by_structure: dict[tuple, tuple] = {}
+        self._by_structure: dict[tuple, tuple | BestTiling] = {}
         #: node and pair keys, with the state they were made from, and the numbers standing
         #: for key tuples (structure.node_key, pair_key)
         self._node_keys: dict = {}
@@ -389,22 +389,24 @@ class GpuPerformanceModel:
         """The best tiling found for a Triton producer+consumer fusion (or why there is none)."""
         key = (producer.uid, consumer.uid)
         found = self._triton.get(key)
-        if found is None:
-            # remembered by the pair's structure too (no scratch fusion built to look the
-            # answer up), except a reason naming an instruction of this very pair
-            by_structure = ("tiling", pair_key(producer, consumer, self._node_keys))
-            found = self._by_structure.get(by_structure)
-            if found is None:
-                program = consumer.graph.program if consumer.graph is not None else None
-                found = best_tiled(self, self.pair_analysis(producer, consumer).node, program)
-                if found.found or found.reason == NO_VALID_TILINGS:
-                    self._by_structure[by_structure] = found
-            self._triton[key] = found
-            self._index_pair(key)
-            if found.found:
-                # GetCache().Set(producer, consumer, ...): the pair's fused time from now on
-                self.set_fused_time(producer, consumer, found.runtime.exec_time)
-        return found
+        if found is not None:
+            return found
+        # remembered by the pair's structure too (no scratch fusion built to look the answer
+        # up), except a reason naming an instruction of this very pair
+        by_structure = ("tiling", pair_key(producer, consumer, self._node_keys))
+        tiling = self._by_structure.get(by_structure)
+        if tiling is None:
+            program = consumer.graph.program if consumer.graph is not None else None
+            tiling = best_tiled(self, self.pair_analysis(producer, consumer).node, program)
+            if tiling.found or tiling.reason == NO_VALID_TILINGS:
+                self._by_structure[by_structure] = tiling
+        assert isinstance(tiling, BestTiling)
+        self._triton[key] = tiling
+        self._index_pair(key)
+        if tiling.found:
+            # GetCache().Set(producer, consumer, ...): the pair's fused time from now on
+            self.set_fused_time(producer, consumer, tiling.runtime.exec_time)
+        return tiling
 
     # -- operand bytes of a fused pair (GpuPerformanceModelBase helpers) ------------------
     def operand_bytes(self, instr: Node, operand: Node) -> int:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _IGNORED = frozenset({"metadata"})
 
 
-def node_key(node: "Node", known: dict | None = None) -> tuple:
+def node_key(node: "Node", known: dict | None = None) -> tuple | int:
     """`node` as a kernel by itself: its opcode, shape, attributes (a reducer by its
     instructions, a fusion by its body), literal, and each operand's opcode and shape with the
     position where that operand first appears (a value read twice is read once).
@@ -63,7 +63,7 @@ def _node_key(node: "Node") -> tuple:
     return (node.opcode, node.shape, _attrs_key(node, body_key is not None), node.literal, body_key, outside)
 
 
-def pair_key(producer: "Node", consumer: "Node", known: dict | None = None) -> tuple:
+def pair_key(producer: "Node", consumer: "Node", known: dict | None = None) -> tuple | int:
     """`producer` and `consumer` as a pair: both node keys and how they are wired: for each of
     the consumer's operands, whether it is the producer (or which of its outputs, through a
     get-tuple-element) or the first of the producer's operands that is the same value.
@@ -84,7 +84,7 @@ def pair_key(producer: "Node", consumer: "Node", known: dict | None = None) -> t
     return key
 
 
-def _pair_key(producer: "Node", consumer: "Node", p_key: tuple, c_key: tuple) -> tuple:
+def _pair_key(producer: "Node", consumer: "Node", p_key: tuple | int, c_key: tuple | int) -> tuple:
     in_producer: dict[int, int] = {}
     for i, op in enumerate(producer.operands):
         in_producer.setdefault(op.uid, i)
@@ -104,6 +104,7 @@ def _attrs_key(node: "Node", fused: bool) -> tuple:
     if not attrs:
         return ()
     out = []
+    value: object  # a reducer's name, or its structure
     for name, value in attrs:
         if name in _IGNORED or (fused and name == "calls"):
             continue

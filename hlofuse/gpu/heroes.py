@@ -129,23 +129,6 @@ def merged_heroes(producer: Node, consumer: Node, cfg: GpuConfig) -> list[tuple[
         p_nb = {producer.uid: False}
     param_users_nontrivial = c_nb.get(param.uid, False)
 
-    def in_producer(node: Node) -> bool:
-        return node is producer or (p_body is not None and node.graph is p_body)
-
-    def candidates(table_c, table_p, node: Node) -> list[Node]:
-        if in_producer(node):
-            found = list(table_p.get(node.uid, ()))
-        else:
-            found = list(table_c.get(node.uid, ()))
-            if hero_search_reaches(node, param):
-                found += [h for h in table_p.get(p_root.uid, ()) if not any(h is f for f in found)]
-        return found[:2]
-
-    def nontrivial_after(hero: Node) -> bool:
-        if in_producer(hero):
-            return p_nb.get(hero.uid, False) or param_users_nontrivial
-        return c_nb.get(hero.uid, False)
-
     out = []
     for root in fusion_roots(body):
         if root is param:
@@ -163,14 +146,38 @@ def merged_heroes(producer: Node, consumer: Node, cfg: GpuConfig) -> list[tuple[
             hero = op
         chosen = None
         for table_c, table_p in ((c_tr, p_tr), (c_cc, p_cc)):
-            found = candidates(table_c, table_p, hero)
-            if len(found) == 1 and not nontrivial_after(found[0]):
+            found = _hero_candidates(table_c, table_p, hero, producer, p_body, param, p_root)
+            if len(found) == 1 and not _nontrivial_after(found[0], producer, p_body, p_nb, c_nb,
+                                                         param_users_nontrivial):
                 chosen = found[0]
                 break
         if chosen is None:
             chosen = hero if hero.opcode == "reduce" else root
         out.append((root, chosen))
     return out
+
+
+# Helpers of merged_heroes, at module level rather than closures: compiled by mypyc
+# (hlofuse.native), closures sharing a scope hold each other through that scope, a cycle per
+# call that only the collector frees.
+def _in_producer(node: Node, producer: Node, p_body) -> bool:
+    return node is producer or (p_body is not None and node.graph is p_body)
+
+
+def _hero_candidates(table_c, table_p, node: Node, producer: Node, p_body, param: Node, p_root: Node) -> list[Node]:
+    if _in_producer(node, producer, p_body):
+        found = list(table_p.get(node.uid, ()))
+    else:
+        found = list(table_c.get(node.uid, ()))
+        if hero_search_reaches(node, param):
+            found += [h for h in table_p.get(p_root.uid, ()) if not any(h is f for f in found)]
+    return found[:2]
+
+
+def _nontrivial_after(hero: Node, producer: Node, p_body, p_nb, c_nb, param_users_nontrivial: bool) -> bool:
+    if _in_producer(hero, producer, p_body):
+        return p_nb.get(hero.uid, False) or param_users_nontrivial
+    return c_nb.get(hero.uid, False)
 
 
 def _producer_tables(producer: Node, cfg: GpuConfig):

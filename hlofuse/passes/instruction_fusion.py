@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
+from ..native import mypyc_attr
 from .. import fusion_primitives as fp
 from ..decision import Decision, Verdict
 from ..rules import Candidate, Outcome, evaluate
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover
 MOF_NOT_SUPPORTED = "multi-output fusion not supported by this pass"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FusionPolicy:
     """XLA's InstructionFusion virtual methods, with the base class's behaviour."""
 
@@ -112,6 +114,7 @@ class FusionPolicy:
         return fusion
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class InstructionFusion:
     """One instance of XLA's pass: a policy plus the caches that outlive a run."""
 

@@ -241,7 +241,7 @@ class PriorityFusionRun:
             consumers = self._fusible_users(producer)
         times = self.model.run_times(producer, consumers)
         unfused, fused = times.time_unfused, times.time_fused
-        current = 0
+        current: int | float = 0  # ticks (infinite where a time is)
         if incremental:
             removed_unfused, removed_fused = self._removed[producer.uid]
             unfused -= removed_unfused
@@ -401,8 +401,8 @@ class PriorityFusionRun:
                 priced = [node for _, node in sorted(removed[u] for u in original if u in removed)]
             else:
                 priced = [node for u, (_, node) in removed.items() if u in original]
-            removed_unfused = 0
-            removed_fused = 0
+            removed_unfused: int | float = 0  # ticks
+            removed_fused: int | float = 0
             for node in priced:
                 removed_fused += original[node.uid]
                 runtime = self.model.cached_runtime(node)
@@ -633,33 +633,39 @@ def explain_boundary(producer: "Node", consumer: "Node", ctx: "Context") -> Deci
 # ------------------------------------------------------------------------------------------
 
 
+class _MofTimes:
+    """What MultiOutputFusion reads of a pair's run times."""
+
+    def __init__(self, times: RunTimes):
+        self.unfused = times.time_unfused
+        self.fused = times.time_fused
+        self.unfused_us = times.unfused_us
+        self.fused_us = times.fused_us
+
+
+class _MofAnalysis:
+    """What MultiOutputFusion asks of the cost analysis: forget a changed node."""
+
+    def __init__(self, model: GpuPerformanceModel):
+        self._model = model
+
+    def revisit(self, node: "Node") -> None:
+        self._model.invalidate(node)
+
+
 class MofModel:
     """The cost model MultiOutputFusion asks (hlofuse/passes/multi_output_fusion.py's model
     interface) backed by the 2026 GpuPerformanceModel."""
 
-    class _Times:
-        def __init__(self, times: RunTimes):
-            self.unfused = times.time_unfused
-            self.fused = times.time_fused
-            self.unfused_us = times.unfused_us
-            self.fused_us = times.fused_us
-
-    class _Analysis:
-        def __init__(self, model: GpuPerformanceModel):
-            self._model = model
-
-        def revisit(self, node: "Node") -> None:
-            self._model.invalidate(node)
-
     def __init__(self, cfg: GpuConfig, concat_penalty: bool = True):
         self.model = GpuPerformanceModel(cfg.device, cfg, concat_penalty=concat_penalty)
-        self.analysis = MofModel._Analysis(self.model)
+        self.analysis = _MofAnalysis(self.model)
 
     def estimate_run_times(self, producer: "Node", consumers, multi_output: bool = False):
         consumers = list(consumers)
         if multi_output and len(consumers) == 1:
-            return MofModel._Times(self.model.run_times_multi_output(producer, consumers[0]))
-        return MofModel._Times(self.model.run_times(producer, consumers))
+            return _MofTimes(self.model.run_times_multi_output(producer, consumers[0]))
+        return _MofTimes(self.model.run_times(producer, consumers))
 
     def merged_too_large(self, producer: "Node", consumer: "Node") -> tuple[bool, int, int]:
         too_large, merged = self.model.cost.producer_consumer_merged_too_large(producer, consumer)

@@ -21,9 +21,11 @@ The docstring of a rule is its user documentation, with these headings:
 from __future__ import annotations
 
 import fnmatch
+import functools
 import inspect
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -106,18 +108,46 @@ def rule(*, id: str, name: str, passes: Sequence[str], pipelines: Sequence[str],
             raise ValueError(f"rule id {id} registered twice")
         if any(r.name == name for r in REGISTRY.values()):
             raise ValueError(f"rule name {name} registered twice")
-        doc = inspect.cleandoc(fn.__doc__ or "")
+        doc, file, line = _doc_and_place(fn)
         summary = doc.splitlines()[0] if doc else name
-        try:
-            file = inspect.getsourcefile(fn) or ""
-            line = inspect.getsourcelines(fn)[1]
-        except (OSError, TypeError):
-            file, line = "", 0
         REGISTRY[id] = Rule(id, name, summary, doc, tuple(passes), tuple(pipelines), frozenset(tags), relaxable,
                             xla, message, fn, status, (_relative(file), line))
         return fn
 
     return register
+
+
+def _doc_and_place(fn: Callable) -> tuple[str, str, int]:
+    """A rule function's docstring, source file and first line (its first decorator's).  A
+    function compiled by mypyc (hlofuse.native) keeps neither: they are read from its module's
+    source, which the compiled core is checked to match."""
+    if fn.__doc__ is not None or not _is_compiled(fn):
+        try:
+            return inspect.cleandoc(fn.__doc__ or ""), inspect.getsourcefile(fn) or "", inspect.getsourcelines(fn)[1]
+        except (OSError, TypeError):
+            return inspect.cleandoc(fn.__doc__ or ""), "", 0
+    from .. import native
+
+    path = native.source_path(fn.__module__)
+    found = _module_functions(str(path)).get(fn.__name__)
+    if found is None:
+        return "", "", 0
+    return found[0], str(path), found[1]
+
+
+def _is_compiled(fn: Callable) -> bool:
+    return not hasattr(fn, "__code__")
+
+
+@functools.lru_cache(maxsize=None)
+def _module_functions(path: str) -> dict[str, tuple[str, int]]:
+    """name -> (docstring, first line) of each top-level function of a source file."""
+    import ast
+
+    tree = ast.parse(Path(path).read_text(), path)
+    return {node.name: (inspect.cleandoc(ast.get_docstring(node, clean=False) or ""),
+                        min([node.lineno, *(d.lineno for d in node.decorator_list)]))
+            for node in tree.body if isinstance(node, ast.FunctionDef)}
 
 
 def _relative(path: str) -> str:
@@ -232,7 +262,7 @@ class Candidate:
         self.ctx = ctx
         self.pair = pair
         self.budget = budget
-        self.memo = None
+        self.memo: dict | None = None
 
     def __repr__(self) -> str:
         facts = ", ".join(f"{name}={getattr(self, name)!r}" for name in _fact_names(type(self))

@@ -281,6 +281,7 @@ def should_fuse_rules(producer, consumer=None) -> tuple[str, ...]:
     one of them is most of the time spent asking.  Leaving out a rule that answers None changes
     no decision: `evaluate` skips a None answer, relaxed or not."""
     concat = producer.opcode == "concatenate" and not is_always_duplicable(producer)
+    key: tuple  # (concatenate duplicated, in place, producer class, consumer class)
     if consumer is None:
         key = (concat, True, None, None)
     else:
@@ -345,6 +346,6 @@ def _should_fuse_rules(concat: bool, in_place: bool = True, producer: str | None
     return rules
 
 
-def _may_object(rule_id: str, producer: str, consumer: str) -> bool:
+def _may_object(rule_id: str, producer: str, consumer: str | None) -> bool:
     producers, consumers = _CANNOT_OBJECT.get(rule_id, (None, None))
     return (producers is None or producer in producers) and (consumers is None or consumer in consumers)

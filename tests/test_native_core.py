@@ -1,0 +1,154 @@
+"""The optional compiled core (hlofuse.native): used when built and current, never when stale,
+unsafe or switched off, and with the same results as the Python modules it is compiled from."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hlofuse
+from hlofuse import native
+
+from conftest import REPO
+
+SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+
+def _fake_build(root: Path, tag: str | None = None) -> Path:
+    """A tree under `root` shaped like a built core: every module's source and extension (empty
+    files), the shared library and a manifest of the sources' digests; returns the manifest."""
+    for module in native.MODULES:
+        source = native.source_path(module, root)
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text(f"# {module}\n")
+        native.extension_path(module, root).write_bytes(b"")
+    folder = root / "hlofuse" / "native"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ("_core__mypyc" + SUFFIX)).write_bytes(b"")
+    manifest = folder / "built.json"
+    sources = {m: native.digest(native.source_path(m, root)) for m in native.MODULES}
+    manifest.write_text(json.dumps({"python": tag or native.build_tag(), "sources": sources}))
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return manifest
+
+
+def test_a_current_build_is_used(tmp_path, monkeypatch):
+    monkeypatch.delenv(native.PURE_ENV, raising=False)
+    manifest = _fake_build(tmp_path)
+    assert native.why_not_compiled(tmp_path, manifest) is None
+
+
+def test_a_changed_source_makes_the_build_unused(tmp_path, monkeypatch):
+    monkeypatch.delenv(native.PURE_ENV, raising=False)
+    manifest = _fake_build(tmp_path)
+    native.source_path("hlofuse.cost.model", tmp_path).write_text("# edited\n")
+    assert native.why_not_compiled(tmp_path, manifest) == "hlofuse/cost/model.py changed since the build"
+
+
+@pytest.mark.parametrize("what", ["extension", "folder"])
+def test_code_another_user_can_write_is_not_loaded(tmp_path, monkeypatch, what):
+    monkeypatch.delenv(native.PURE_ENV, raising=False)
+    manifest = _fake_build(tmp_path)
+    extension = native.extension_path("hlofuse.graph", tmp_path)
+    target = extension if what == "extension" else extension.parent
+    target.chmod(target.stat().st_mode | 0o022)
+    assert native.why_not_compiled(tmp_path, manifest) == f"{target} is writable by other users"
+
+
+def test_a_missing_extension_or_another_python_makes_the_build_unused(tmp_path, monkeypatch):
+    monkeypatch.delenv(native.PURE_ENV, raising=False)
+    manifest = _fake_build(tmp_path, tag="cpython-99 .so")
+    assert native.why_not_compiled(tmp_path, manifest) == "built for another Python (cpython-99 .so)"
+    manifest = _fake_build(tmp_path)
+    native.extension_path("hlofuse.names", tmp_path).unlink()
+    assert native.why_not_compiled(tmp_path, manifest) == f"names{SUFFIX} is missing"
+
+
+def test_the_environment_switches_the_build_off(tmp_path, monkeypatch):
+    manifest = _fake_build(tmp_path)
+    monkeypatch.setenv(native.PURE_ENV, "1")
+    assert native.why_not_compiled(tmp_path, manifest) == f"${native.PURE_ENV} is set"
+    monkeypatch.setenv(native.PURE_ENV, "0")
+    assert native.why_not_compiled(tmp_path, manifest) is None
+
+
+def test_this_process_uses_the_compiled_core_when_it_is_built():
+    """`make test` builds the core first: the suite then runs on it."""
+    if native.why_not_compiled() is not None:
+        pytest.skip(f"compiled core not in use: {native.why_not_compiled()}")
+    import hlofuse.graph
+    import hlofuse.passes.priority_fusion
+
+    assert hlofuse.native.active == "compiled"
+    assert hlofuse.graph.__file__.endswith(SUFFIX)
+    assert hlofuse.passes.priority_fusion.__file__.endswith(SUFFIX)
+
+
+def _fingerprint(tmp_path: Path, name: str, pure: bool) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    env["HLOFUSE_NO_CACHE"] = "1"  # computed by each core, not read from the other's cache
+    if pure:
+        env[native.PURE_ENV] = "1"
+    out = tmp_path / f"{name}.json"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "fingerprint.py"), "-o", str(out),
+                           "--generated", "1000"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "compiled core not used" not in proc.stderr
+    return json.loads(out.read_text())
+
+
+def test_the_python_modules_and_the_compiled_core_agree_on_every_sample(tmp_path, monkeypatch):
+    """Every sample dump replayed with its pipelines and explained, and the generated modules
+    of bench/replay_speed.py for the three pipelines: the same kernels, decisions and
+    explanations from the Python modules as from the compiled core (or, where none is built,
+    from a second run of the Python modules)."""
+    pure = _fingerprint(tmp_path, "pure", pure=True)
+    default = _fingerprint(tmp_path, "default", pure=False)
+    assert pure["core"] == f"python: ${native.PURE_ENV} is set"
+    monkeypatch.delenv(native.PURE_ENV, raising=False)  # (as for the second child)
+    reason = native.why_not_compiled()
+    assert default["core"] == ("compiled" if reason is None else f"python: {reason}")
+    assert pure["inputs"] > 300
+    differ = sorted(k for k in pure["fingerprints"] if pure["fingerprints"][k] != default["fingerprints"].get(k))
+    assert not differ, differ[:10]
+    assert pure["digest"] == default["digest"]
+
+
+def test_the_tests_that_instrument_the_python_modules_pass_on_them():
+    """The python_modules tests, skipped in a process on the compiled core, run on the Python
+    modules (where no core is built they ran in this process already)."""
+    if hlofuse.native.active != "compiled":
+        pytest.skip("this process runs on the Python modules: the python_modules tests ran here")
+    env = {**os.environ, native.PURE_ENV: "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    files = [str(p) for p in sorted((REPO / "tests").glob("test_*.py")) if "python_modules" in p.read_text()
+             and p.name != Path(__file__).name]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "python_modules",
+                           *files], env=env, cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert " passed" in proc.stdout and " skipped" not in proc.stdout.splitlines()[-1], proc.stdout[-500:]
+
+
+def test_without_a_compiler_the_build_says_so_in_one_line_and_changes_nothing(tmp_path):
+    import importlib.util
+
+    before = sorted(p.name for p in (REPO / "hlofuse").rglob("*" + SUFFIX))
+    compiler = tmp_path / "no-such-cc"
+    env = {**os.environ, "CC": str(compiler)}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "hlofuse.native.build"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0
+    # (a Python without mypy lacks that first)
+    why = f"no C compiler ({compiler})" if importlib.util.find_spec("mypyc") else "mypy is not installed in this Python"
+    assert proc.stderr.splitlines()[-1:] == [f"hlofuse: compiled core not built ({why}); the Python modules are used"]
+    assert len(proc.stderr.splitlines()) <= 2  # and, before it, that a stale build is not used
+    assert sorted(p.name for p in (REPO / "hlofuse").rglob("*" + SUFFIX)) == before
