@@ -45,6 +45,26 @@ def test_a_current_build_is_used(tmp_path, monkeypatch):
     assert native.why_not_compiled(tmp_path, manifest) is None
 
 
+def test_sources_unchanged_since_the_build_are_not_hashed(tmp_path, monkeypatch):
+    """Every process decides at import: sources whose size and modification time are the
+    build's are taken as built (no hashlib); a touched source is hashed, and used if its
+    content is the build's."""
+    monkeypatch.delenv(native.PURE_ENV, raising=False)
+    manifest = _fake_build(tmp_path)
+    built = json.loads(manifest.read_text())
+    built["stats"] = {m: native.source_stat(native.source_path(m, tmp_path)) for m in native.MODULES}
+    manifest.write_text(json.dumps(built))
+    hashed = []
+    real_digest = native.digest
+    monkeypatch.setattr(native, "digest", lambda path: hashed.append(path) or real_digest(path))
+    assert native.why_not_compiled(tmp_path, manifest) is None and hashed == []
+    touched = native.source_path("hlofuse.graph", tmp_path)
+    os.utime(touched, ns=(1, 1))
+    assert native.why_not_compiled(tmp_path, manifest) is None and hashed == [touched]
+    touched.write_text("# edited\n")
+    assert native.why_not_compiled(tmp_path, manifest) == "hlofuse/graph.py changed since the build"
+
+
 def test_a_changed_source_makes_the_build_unused(tmp_path, monkeypatch):
     monkeypatch.delenv(native.PURE_ENV, raising=False)
     manifest = _fake_build(tmp_path)

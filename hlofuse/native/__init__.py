@@ -121,11 +121,23 @@ def why_not_compiled(root: Path = PACKAGE_ROOT, manifest: Path = MANIFEST) -> st
         unsafe = _writable_by_others(path)
         if unsafe:
             return unsafe
+    stats = built.get("stats", {})
     for module in MODULES:
         source = source_path(module, root)
-        if not source.exists() or digest(source) != sources[module]:
+        if not source.exists():
+            return f"{source.relative_to(root)} changed since the build"
+        # size and modification time as recorded at the build: unchanged without hashing
+        # (every process starts here; hashlib and OpenSSL cost a process megabytes)
+        if stats.get(module) == source_stat(source):
+            continue
+        if digest(source) != sources[module]:
             return f"{source.relative_to(root)} changed since the build"
     return None
+
+
+def source_stat(path: Path) -> list[int]:
+    info = os.stat(path)
+    return [info.st_size, info.st_mtime_ns]
 
 
 def _writable_by_others(path: Path) -> str | None:

@@ -24,7 +24,7 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-from . import GROUP, MANIFEST, MODULES, PACKAGE_ROOT, build_tag, digest, source_path
+from . import GROUP, MANIFEST, MODULES, PACKAGE_ROOT, build_tag, digest, source_path, source_stat
 
 
 def missing_tool() -> str | None:
@@ -88,7 +88,9 @@ def build(quiet: bool = True) -> None:
         # sources edited while compiling: not recorded, so the next start ignores the build
         if any(digest(p) != digests[m] for m, p in sources.items()):
             raise RuntimeError("a source changed during the build; run it again")
-        MANIFEST.write_text(json.dumps({"python": build_tag(), "sources": digests}, indent=1) + "\n")
+        stats = {m: source_stat(p) for m, p in sources.items()}
+        MANIFEST.write_text(json.dumps({"python": build_tag(), "sources": digests, "stats": stats}, indent=1)
+                            + "\n")
 
 
 def _run_quietly(work, log_path: Path) -> None:
