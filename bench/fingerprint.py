@@ -133,7 +133,7 @@ def main(argv=None) -> int:
     for path in args.dump:
         prints.update(fingerprint_dump(path))
     whole = _digest(prints)
-    report = {"hlofuse": os.path.dirname(hlofuse.__file__), "core": hlofuse.native.active,
+    report = {"hlofuse": os.path.dirname(hlofuse.__file__), "core": getattr(getattr(hlofuse, "native", None), "active", "python (no compiled core)"),
               "inputs": len(prints), "digest": whole,
               "seconds": round(time.perf_counter() - start, 1), "fingerprints": prints}
     Path(args.output).write_text(json.dumps(report, indent=1, sort_keys=True))
