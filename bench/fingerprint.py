@@ -138,7 +138,7 @@ def main(argv=None) -> int:
               "seconds": round(time.perf_counter() - start, 1), "fingerprints": prints}
     Path(args.output).write_text(json.dumps(report, indent=1, sort_keys=True))
     print(f"{len(prints)} inputs, digest {whole[:16]} ({report['seconds']} s, code from {report['hlofuse']}, "
-          f"{hlofuse.native.active})")
+          f"{report['core']})")
     if args.compare:
         old = json.loads(Path(args.compare).read_text())["fingerprints"]
         differ = [k for k in sorted(set(old) | set(prints)) if old.get(k, {}).get("sha") != prints.get(k, {}).get("sha")]

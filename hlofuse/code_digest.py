@@ -35,10 +35,17 @@ def code_digest() -> str:
 
 
 def _files() -> list[Path]:
+    # The compiled core (hlofuse/native: extension modules and their manifest) is left out: it
+    # is built from the sources digested here and gives their results (a build that does not
+    # match them is never used), and its 6 MB would be read at every process's first lookup.
+    import importlib.machinery
+
+    skipped = (".pyc", ".pyo", *importlib.machinery.EXTENSION_SUFFIXES)
     files = []
     for folder, dirs, names in os.walk(_PACKAGE):
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_FOLDERS)
-        files.extend(Path(folder, n) for n in sorted(names) if not n.endswith((".pyc", ".pyo")))
+        files.extend(Path(folder, n) for n in sorted(names) if not n.endswith(skipped))
+    files = [f for f in files if f != _PACKAGE / "native" / "built.json"]
     # a source tree keeps the grammar beside the package, a wheel inside it (parse.grammar's
     # grammar_path, not imported here: it would import Lark)
     outside = _PACKAGE.parent / "grammars" / "hlo.lark"

@@ -196,6 +196,23 @@ def test_options_input_and_code_change_the_key(monkeypatch):
     assert result_cache.replay_key(module, base) not in keys
 
 
+def test_the_code_digest_reads_the_sources_not_the_compiled_core(tmp_path, monkeypatch):
+    """The key covers the package's sources and data; the compiled core's extension modules
+    (built from those sources, megabytes) and its manifest are not read."""
+    import importlib.machinery
+
+    from hlofuse import code_digest
+
+    package = tmp_path / "hlofuse"
+    (package / "native").mkdir(parents=True)
+    (package / "rules.py").write_text("# a rule\n")
+    (package / "native" / "built.json").write_text("{}")
+    (package / "native" / ("_core__mypyc" + importlib.machinery.EXTENSION_SUFFIXES[0])).write_bytes(b"\0")
+    (package / ("graph" + importlib.machinery.EXTENSION_SUFFIXES[0])).write_bytes(b"\0")
+    monkeypatch.setattr(code_digest, "_PACKAGE", package)
+    assert [f.relative_to(package).as_posix() for f in code_digest._files()] == ["rules.py"]
+
+
 def test_a_module_not_parsed_from_text_is_replayed_without_the_cache(fresh_cache):
     from dataclasses import replace
 
