@@ -9,7 +9,6 @@ produce a warning, or an error with `strict=True`.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 
 from . import attributes, ir
