@@ -46,6 +46,9 @@ class _Checker:
         self.strict = strict
         self.lines: list[str] | None = None
         self.warnings = list(module.warnings)
+        #: attributes with long values (backend configs) that passed, in this module: they
+        #: repeat within a module, and are not kept beyond it
+        self.long_passed: set = set()
 
     # -- errors at the right place --------------------------------------------------------
     def error(self, message: str, instr: ir.Instruction | None = None, attr: str | None = None,
@@ -101,57 +104,58 @@ class _Checker:
     # -- one instruction ------------------------------------------------------------------
     def check(self, comp: ir.Computation, instr: ir.Instruction) -> None:
         opcode = instr.opcode
-        base = opcode
-        if opcode not in KNOWN_OPCODES:
-            stem = next((opcode[: -len(s)] for s in _ASYNC_SUFFIXES if opcode.endswith(s)), None)
-            if stem is not None and stem in KNOWN_OPCODES:
-                base = stem  # `custom-call-start`: XLA's sugar for an async-wrapped custom-call
-            else:
-                if self.strict:
-                    raise self.error(f"unknown opcode: {opcode}", instr)
-                where = f"{instr.span.line}:{instr.span.column}" if instr.span else "?"
-                self.warnings.append(f"{where}: unknown opcode {opcode!r} kept as an opaque instruction")
-                return
-        arity = ARITY.get(opcode)
+        facts = _FACTS.get(opcode) or _opcode_facts(opcode)
+        base, arity, required, checker, passed = facts
+        if base is None:
+            if self.strict:
+                raise self.error(f"unknown opcode: {opcode}", instr)
+            where = f"{instr.span.line}:{instr.span.column}" if instr.span else "?"
+            self.warnings.append(f"{where}: unknown opcode {opcode!r} kept as an opaque instruction")
+            return
         if arity is not None and len(instr.operands) != arity:
             raise self.error(f"{opcode} expects {arity} operand(s), but has {len(instr.operands)}", instr)
-        for key, value in instr.attrs:
-            spec = KNOWN_ATTRS.get(key)
-            if spec is None:
-                continue
-            if spec.opcodes is not None and base not in spec.opcodes and opcode not in spec.opcodes:
-                raise self.error(f'unexpected attribute "{key}" for {opcode}', instr, key)
-            # check_attr_value's test, inlined (once per attribute of every instruction)
-            if key in _UNIQUE_VALUED:
-                fullmatch = _FULLMATCH.get(spec.terminal) or _fullmatch(spec.terminal)
-                if fullmatch(value) is None:
-                    self.check_attr_value(instr, key, value)
-            elif len(value) >= 200:
-                self.check_attr_value(instr, key, value)
-            else:  # _value_fits, its memo read here (once per attribute of every instruction)
-                memo = _FITS.get(spec.terminal)
-                fits = memo.get(value) if memo is not None else None
-                if fits is None:
-                    fits = _value_fits(spec.terminal, value)
-                if not fits:
-                    self.check_attr_value(instr, key, value)
-            if key == "result_accuracy":
-                self.check_result_accuracy(instr)
-        for key in REQUIRED.get(opcode, ()):
+        long_passed = self.long_passed
+        for pair in instr.attrs:
+            if pair not in passed and pair not in long_passed:
+                self.check_attribute(instr, opcode, base, pair, passed)
+        for key in required:
             for present, _ in instr.attrs:  # (instr.has_attr, without a generator per instruction)
                 if present == key:
                     break
             else:
-                if opcode == "conditional":
-                    continue
                 raise self.error(f"{opcode} expects attribute {key}", instr)
         if _CHECKED_SHAPES.get(id(instr.shape)) is not instr.shape:
             self.check_layouts(instr)
-        checker = _CHECKERS.get(opcode, _UNSET)
-        if checker is _UNSET:
-            checker = _CHECKERS[opcode] = getattr(_Checker, "op_" + opcode.replace("-", "_"), None)
         if checker is not None:
             checker(self, comp, instr, [comp[op].shape for op in instr.operands])
+
+    def check_attribute(self, instr: ir.Instruction, opcode: str, base: str, pair: tuple[str, str],
+                        passed: set) -> None:
+        """One attribute of an instruction (`base`: the opcode an async sugar wraps, else the
+        opcode).  Once it passes, the pair is remembered: in `passed` (the opcode's pairs known
+        good, kept across modules) where its value is short, else in `long_passed` (this module
+        only); metadata is not (it names each instruction's own source)."""
+        key, value = pair
+        spec = KNOWN_ATTRS.get(key)
+        if spec is not None:
+            if spec.opcodes is not None and base not in spec.opcodes and opcode not in spec.opcodes:
+                raise self.error(f'unexpected attribute "{key}" for {opcode}', instr, key)
+            if key in _UNIQUE_VALUED or len(value) >= 200:
+                fullmatch = _FULLMATCH.get(spec.terminal) or _fullmatch(spec.terminal)
+                if fullmatch(value) is None:
+                    self.check_attr_value(instr, key, value)
+                if key in _UNIQUE_VALUED:
+                    return
+            elif not _value_fits(spec.terminal, value):
+                self.check_attr_value(instr, key, value)
+            if key == "result_accuracy":
+                self.check_result_accuracy(instr)
+                return  # (it reads the instruction's first result_accuracy, which may be another)
+        if len(value) < 200:
+            if len(passed) < _PASSED_MAX:
+                passed.add(pair)
+        elif len(self.long_passed) < _LONG_PASSED_MAX:
+            self.long_passed.add(pair)
 
     def check_layouts(self, instr: ir.Instruction) -> None:
         for leaf in instr.shape.leaves():
@@ -367,14 +371,35 @@ def attribute_allowed(opcode: str, key: str) -> bool:
     return True
 
 
-#: op_<opcode> checkers by opcode (None: no checker), filled on first use.
-_CHECKERS: dict = {}
+#: What `check` needs to know of an opcode, filled on first use: (the opcode, or the one its
+#: async sugar wraps, or None where XLA has no such opcode; its operand count or None; the
+#: attributes it requires; its op_<opcode> checker or None; the attribute pairs that passed
+#: `check_attribute` on it).
+_FACTS: dict[str, tuple] = {}
 _UNSET = object()
+
+
+def _opcode_facts(opcode: str) -> tuple:
+    base: str | None = opcode
+    if opcode not in KNOWN_OPCODES:
+        stem = next((opcode[: -len(s)] for s in _ASYNC_SUFFIXES if opcode.endswith(s)), None)
+        # `custom-call-start`: XLA's sugar for an async-wrapped custom-call
+        base = stem if stem is not None and stem in KNOWN_OPCODES else None
+    # a conditional takes branch_computations or true/false_computation (op_conditional)
+    required = () if opcode == "conditional" else REQUIRED.get(opcode, ())
+    checker = getattr(_Checker, "op_" + opcode.replace("-", "_"), None)
+    facts = _FACTS[opcode] = (base, ARITY.get(opcode), required, checker, set())
+    return facts
 #: _async_kind by opcode, filled on first use.
 _ASYNC_KINDS: dict = {}
 #: Shapes whose layouts passed check_layouts, by id.
 _CHECKED_SHAPES: dict = {}
 _CHECKED_LITERALS: dict = {}
+#: The attribute pairs an opcode's facts keep (those with values under 200 characters that
+#: passed `check_attribute` on it: dumps repeat them, and the reader shares the short ones, so
+#: most lookups find the very object) stop growing at _PASSED_MAX.
+_PASSED_MAX = 1 << 13
+_LONG_PASSED_MAX = 2048
 #: terminal name -> the bound fullmatch of its compiled pattern
 _FULLMATCH: dict = {}
 

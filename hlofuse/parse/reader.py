@@ -70,10 +70,12 @@ def _common_shape() -> str:
 
 
 def _common_operand_list() -> str:
-    """`(%a, %b.1)`: names only, `, ` between them.  Every text this matches, OPERAND_LIST
-    matches whole (its _OPERAND without a mark or a shape is a NAME)."""
-    name = pattern("NAME")
-    return f"\\((?:{name}(?:, {name})*)?\\)"
+    """`(%a, %b.1, /*index=2*/%c)`: names, each with an index mark or not, `, ` between them;
+    or one literal atom, `(0)` of a parameter or a scalar constant.  Every text this matches,
+    OPERAND_LIST matches whole (an _OPERAND is `(_INDEX_COMMENT _WS0)? (SHAPE _WS1)? NAME`, or a
+    LITERAL_ATOM)."""
+    item = f"(?:/\\*index=[0-9]+\\*/)?{pattern('NAME')}"
+    return f"\\((?:{item}(?:, {item})*|{pattern('LITERAL_ATOM')})?\\)"
 
 
 @functools.lru_cache(maxsize=1)
@@ -114,6 +116,25 @@ def _computation_head_regex() -> re.Pattern:
     """Splits a COMPUTATION_HEAD token: ENTRY, name, parameter text, result shape."""
     return re.compile(r"(ENTRY\s+)?(" + pattern("NAME") + r")\s*(?:\(([\s\S]*)\)\s*->\s*("
                       + pattern("SHAPE") + r"))?\s*\{\Z")
+
+
+@functools.lru_cache(maxsize=1)
+def common_head_regex() -> re.Pattern:
+    """COMPUTATION_HEAD in the form XLA prints, `[ENTRY ]%name[ (%p: f32[2], ...) -> f32[2]] {`
+    (single spaces, `_common_shape`s): groups 1 ENTRY, 2 the name, 3 the parameters' text, 4
+    the result shape.  Every text it matches, COMPUTATION_HEAD matches the same (its signature is
+    `_SIGNATURE` with one space where `_WS0` allows any), and the parameters split at
+    `common_param_regex`; on any other head, the terminal and `computation_from_head` are used
+    (tests/test_parse_lexer.py compares both on real and mutated heads)."""
+    name, shape = pattern("NAME"), _common_shape()
+    param = f"{name}: (?:{shape})"
+    return re.compile(f"(?:(ENTRY) )?({name})(?: \\(((?:{param}(?:, {param})*)?)\\) -> ((?:{shape})))? \\{{")
+
+
+@functools.lru_cache(maxsize=1)
+def common_param_regex() -> re.Pattern:
+    """One parameter of `common_head_regex`'s group 3: the name, the shape."""
+    return re.compile(f"({pattern('NAME')}): ((?:{_common_shape()}))")
 
 
 @functools.lru_cache(maxsize=1)
@@ -272,10 +293,13 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     instruction at a time: (raw computation, end offset), or None when the computation holds
     anything else, so that the parser reads it token by token.  Most of the raw computation's
     instructions are ir.Instructions already (see `instruction`); `roots` says which were ROOT."""
-    head = terminal_regex("COMPUTATION_HEAD").match(text, pos, end)
-    if head is None:
-        return None
     fast = _FAST or _bind_fast()
+    head = fast.common_head(text, pos, end)
+    common = head is not None
+    if not common:
+        head = terminal_regex("COMPUTATION_HEAD").match(text, pos, end)
+        if head is None:
+            return None
     match_instruction, match_attr, make = fast.instruction_head, fast.attr, instruction
     intern, rewritten_attrs, literal_opcodes = sys.intern, REWRITTEN_ATTRS, LITERAL_OPCODES
     new_instruction = fast.instruction
@@ -369,15 +393,23 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     close = _CLOSE_RE.match(text, p, end)
     if close is None:
         return None
-    raw = computation_from_head(text[pos:head.end()], instrs, [], head_line, head_column)
-    raw.roots = roots
+    if common:
+        entry, name, param_text, result = head.group(1, 2, 3, 4)
+        params = None if param_text is None else \
+            [(intern(p[1:] if p[0] == "%" else p), shape, head_line, head_column)
+             for p, shape in fast.common_params(param_text)]
+        raw = RawComputation(intern(name[1:] if name[0] == "%" else name), entry is not None, params, result, [],
+                             instrs, head_line, head_column, roots)
+    else:
+        raw = computation_from_head(text[pos:head.end()], instrs, [], head_line, head_column)
+        raw.roots = roots
     return raw, close.end()
 
 
 class _Fast:
     """The compiled patterns and constructors the reader uses, bound once."""
 
-    __slots__ = ("instruction_head", "attr", "names", "instruction")
+    __slots__ = ("instruction_head", "attr", "names", "instruction", "common_head", "common_params")
 
 
 _FAST: _Fast | None = None
@@ -389,6 +421,7 @@ def _bind_fast() -> _Fast:
     fast.instruction_head, fast.attr = instruction_regex().match, attr_regex().match
     fast.names = _names_regex().fullmatch
     fast.instruction = _instruction_maker()
+    fast.common_head, fast.common_params = common_head_regex().match, common_param_regex().findall
     _FAST = fast
     return fast
 
