@@ -248,7 +248,27 @@ def instruction(root, name: str, shape_text: str, opcode: str, operand_list: str
     if rewritten or operand_shapes is not None:
         return RawInstr(name, opcode, shape, list(operands), attrs, literal, root is not None, line, column,
                         operand_shapes, True)
-    return fast.instruction(name, opcode, shape, operands, tuple(attrs), literal, line, column)
+    return fast.instruction(name, opcode, shape, operands, tuple(attrs), literal, (), line, column)
+
+
+def called_by_name(attrs: list) -> tuple[list, tuple] | None:
+    """Where each attribute that names computations names one alone (`calls=%fused`: no `{`
+    list, no inline body) and none names control predecessors: the attributes with those
+    names' `%` dropped, and the names called, as assembly makes them (Assembler.instruction,
+    computation_refs); else None (assembly resolves them)."""
+    out = []
+    called = []
+    for pair in attrs:
+        key = pair[0]
+        if key in REWRITTEN_ATTRS:
+            value = pair[1]
+            callee = value.lstrip("%")
+            if key not in ir.COMPUTATION_ATTRS or not callee or "{" in value or "," in value:
+                return None
+            pair = _PAIRS.get((key, callee)) or share_pair(key, callee)
+            called.append(pair[1])
+        out.append(pair)
+    return out, tuple(called)
 
 
 def _operands_with_shapes(operand_text: str, line: int, column: int) -> tuple[list, list | None]:
@@ -358,37 +378,45 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
         if root is not None:
             roots.append(len(instrs))
         # `instruction`'s common case inlined (a call per instruction saved): every operand a
-        # bare name, nothing for assembly to resolve.  Anything else goes through `instruction`.
+        # bare name, and computations called by name alone.  Anything else goes through
+        # `instruction` (`operand_names` None), and what assembly must resolve is a RawInstr.
         opcode = intern(opcode)
         inner = operands[1:-1]
-        frozen = tuple(attrs)
-        if shareable:
-            if frozen:
-                frozen = attr_sets_get(frozen) or share_attr_set(frozen)
-        else:  # (made of shared pairs: equal tuples hold the same pairs, hashed once each)
-            found = long_sets_get(frozen)
-            if found is not None:
-                frozen = found
-            elif len(long_sets) < _LONG_SETS:  # (no call: where metadata differs, most miss)
-                long_sets[frozen] = frozen
-        if rewritten:
-            made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
-        elif opcode in literal_opcodes:
-            made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape), (),
-                                   frozen, inner.strip(), line, start - line_start + 1)
+        literal = None
+        if opcode in literal_opcodes:
+            operand_names: tuple | None = ()
+            literal = inner.strip()
         elif "/*" in inner or "[" in inner or "(" in inner or "{" in inner:
-            made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
+            operand_names = None
         elif not inner or inner.isspace():
-            made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape), (),
-                                   frozen, None, line, start - line_start + 1)
+            operand_names = ()
         else:
             # The grammar's OPERAND_LIST matched, and an operand is `/*index=N*/`? (SHAPE _WS1)?
             # NAME: without `/*`, `[` or `(` no operand has a mark or a shape (each SHAPE holds
             # `[` or `(`), so every operand is a bare name, and the text is names (`%` only
             # before one), commas and whitespace.
+            operand_names = tuple(map(intern, inner.replace("%", "").replace(",", " ").split()))
+        called: tuple = ()
+        if rewritten and operand_names is not None:
+            by_name = called_by_name(attrs)
+            if by_name is not None:
+                attrs, called = by_name
+                rewritten = False
+        if rewritten or operand_names is None:
+            made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
+        else:
+            frozen = tuple(attrs)
+            if shareable:
+                if frozen:
+                    frozen = attr_sets_get(frozen) or share_attr_set(frozen)
+            else:  # (made of shared pairs: equal tuples hold the same pairs, hashed once each)
+                found = long_sets_get(frozen)
+                if found is not None:
+                    frozen = found
+                elif len(long_sets) < _LONG_SETS:  # (no call: where metadata differs, most miss)
+                    long_sets[frozen] = frozen
             made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape),
-                                   tuple(map(intern, inner.replace("%", "").replace(",", " ").split())), frozen,
-                                   None, line, start - line_start + 1)
+                                   operand_names, frozen, literal, called, line, start - line_start + 1)
         instrs.append(made)
     close = _CLOSE_RE.match(text, p, end)
     if close is None:
@@ -396,8 +424,8 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     if common:
         entry, name, param_text, result = head.group(1, 2, 3, 4)
         params = None if param_text is None else \
-            [(intern(p[1:] if p[0] == "%" else p), shape, head_line, head_column)
-             for p, shape in fast.common_params(param_text)]
+            [(intern(param[1:] if param[0] == "%" else param), param_shape, head_line, head_column)
+             for param, param_shape in fast.common_params(param_text)]
         raw = RawComputation(intern(name[1:] if name[0] == "%" else name), entry is not None, params, result, [],
                              instrs, head_line, head_column, roots)
     else:
@@ -430,8 +458,8 @@ _INSTRUCTION_FIELDS = ("name", "opcode", "shape", "operands", "attrs", "literal"
 
 
 def _instruction_maker():
-    """make(name, opcode, shape, operands, attrs, literal, line, column) -> an ir.Instruction
-    calling nothing and an ir.Span.  A module holds one per instruction and the frozen
+    """make(name, opcode, shape, operands, attrs, literal, called, line, column) -> an
+    ir.Instruction and its ir.Span.  A module holds one per instruction and the frozen
     dataclasses' __init__ sets each field through object.__setattr__: writing the slots
     directly builds both in half the time (a twentieth of reading a module).  Should the
     classes gain a field, their constructors are used instead."""
@@ -442,8 +470,8 @@ def _instruction_maker():
             not hasattr(ir.Instruction, "__slots__") or not hasattr(ir.Span, "__slots__"):
         instruction, span = ir.Instruction, ir.Span
 
-        def make(name, opcode, shape, operands, attrs, literal, line, column):
-            return instruction(name, opcode, shape, operands, attrs, literal, (), span(line, column))
+        def make(name, opcode, shape, operands, attrs, literal, called, line, column):
+            return instruction(name, opcode, shape, operands, attrs, literal, called, span(line, column))
 
         return make
     new, instruction, span = object.__new__, ir.Instruction, ir.Span
@@ -451,7 +479,7 @@ def _instruction_maker():
         getattr(instruction, f).__set__ for f in _INSTRUCTION_FIELDS)
     set_line, set_column = span.line.__set__, span.column.__set__
 
-    def make(name, opcode, shape, operands, attrs, literal, line, column):
+    def make(name, opcode, shape, operands, attrs, literal, called, line, column):
         where = new(span)
         set_line(where, line)
         set_column(where, column)
@@ -462,7 +490,7 @@ def _instruction_maker():
         set_operands(made, operands)
         set_attrs(made, attrs)
         set_literal(made, literal)
-        set_called(made, ())
+        set_called(made, called)
         set_span(made, where)
         return made
 
