@@ -134,7 +134,8 @@ class _Checker:
         """One attribute of an instruction (`base`: the opcode an async sugar wraps, else the
         opcode).  Once it passes, the pair is remembered: in `passed` (the opcode's pairs known
         good, kept across modules) where its value is short, else in `long_passed` (this module
-        only); metadata is not (it names each instruction's own source)."""
+        only: metadata and backend configs repeat within a module, the reader shares equal
+        ones, and they are not kept beyond it)."""
         key, value = pair
         spec = KNOWN_ATTRS.get(key)
         if spec is not None:
@@ -144,9 +145,10 @@ class _Checker:
                 fullmatch = _FULLMATCH.get(spec.terminal) or _fullmatch(spec.terminal)
                 if fullmatch(value) is None:
                     self.check_attr_value(instr, key, value)
-                if key in _UNIQUE_VALUED:
-                    return
-            elif not _value_fits(spec.terminal, value):
+                if len(self.long_passed) < _LONG_PASSED_MAX:
+                    self.long_passed.add(pair)
+                return
+            if not _value_fits(spec.terminal, value):
                 self.check_attr_value(instr, key, value)
             if key == "result_accuracy":
                 self.check_result_accuracy(instr)
@@ -155,7 +157,7 @@ class _Checker:
             if len(passed) < _PASSED_MAX:
                 passed.add(pair)
         elif len(self.long_passed) < _LONG_PASSED_MAX:
-            self.long_passed.add(pair)
+            self.long_passed.add(pair)  # (an attribute hlofuse does not know, with a long value)
 
     def check_layouts(self, instr: ir.Instruction) -> None:
         for leaf in instr.shape.leaves():

@@ -342,39 +342,48 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
         counted = start
         root, name, shape, opcode, operands, key, value, key2, value2 = m.group(2, 3, 4, 5, 6, 7, 8, 9, 10)
         p = m.end()
-        attrs = []
-        rewritten = False
+        # The attributes read with the head (instruction_regex's slots), then any more: a tuple
+        # where the slots held them all (the common case: no list to copy), else a list.
         shareable = True  # every value short: the attribute tuple may be one other instructions have
-        if key is not None:  # the attributes read with the head (instruction_regex's slots)
+        if key is None:
+            attrs: tuple | list = ()
+            rewritten = False
+        else:
             if len(value) < share_len:
-                attrs.append(pairs_get((key, value)) or share_pair(key, value))
+                first = pairs_get((key, value)) or share_pair(key, value)
             else:
-                pair = (intern(key), value)
-                attrs.append(long_get(pair) or (pair if pair[0] in long_full else share_long_pair(pair)))
+                first = (intern(key), value)
+                first = long_get(first) or (first if key in long_full else share_long_pair(first))
                 shareable = False
             rewritten = key in rewritten_attrs
-            if key2 is not None:
+            if key2 is None:
+                attrs = (first,)
+            else:
                 if len(value2) < share_len:
-                    attrs.append(pairs_get((key2, value2)) or share_pair(key2, value2))
+                    second = pairs_get((key2, value2)) or share_pair(key2, value2)
                 else:
-                    pair = (intern(key2), value2)
-                    attrs.append(long_get(pair) or (pair if pair[0] in long_full else share_long_pair(pair)))
+                    second = (intern(key2), value2)
+                    second = long_get(second) or (second if key2 in long_full else share_long_pair(second))
                     shareable = False
                 if key2 in rewritten_attrs:
                     rewritten = True
                 a = match_attr(text, p, end)  # every slot filled: more may follow
-                while a is not None:
-                    key, value = a.group(1, 2)
-                    if len(value) < share_len:
-                        attrs.append(pairs_get((key, value)) or share_pair(key, value))
-                    else:
-                        pair = (intern(key), value)
-                        attrs.append(long_get(pair) or (pair if pair[0] in long_full else share_long_pair(pair)))
-                        shareable = False
-                    if key in rewritten_attrs:
-                        rewritten = True
-                    p = a.end()
-                    a = match_attr(text, p, end)
+                if a is None:
+                    attrs = (first, second)
+                else:
+                    attrs = [first, second]
+                    while a is not None:
+                        key, value = a.group(1, 2)
+                        if len(value) < share_len:
+                            attrs.append(pairs_get((key, value)) or share_pair(key, value))
+                        else:
+                            pair = (intern(key), value)
+                            attrs.append(long_get(pair) or (pair if key in long_full else share_long_pair(pair)))
+                            shareable = False
+                        if key in rewritten_attrs:
+                            rewritten = True
+                        p = a.end()
+                        a = match_attr(text, p, end)
         if root is not None:
             roots.append(len(instrs))
         # `instruction`'s common case inlined (a call per instruction saved): every operand a
@@ -390,12 +399,15 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
             operand_names = None
         elif not inner or inner.isspace():
             operand_names = ()
-        else:
+        elif "," in inner:
             # The grammar's OPERAND_LIST matched, and an operand is `/*index=N*/`? (SHAPE _WS1)?
             # NAME: without `/*`, `[` or `(` no operand has a mark or a shape (each SHAPE holds
             # `[` or `(`), so every operand is a bare name, and the text is names (`%` only
             # before one), commas and whitespace.
             operand_names = tuple(map(intern, inner.replace("%", "").replace(",", " ").split()))
+        else:
+            only = inner.strip()  # one operand (the same as above, for less)
+            operand_names = (intern(only[1:] if only[0] == "%" else only),)
         called: tuple = ()
         if rewritten and operand_names is not None:
             by_name = called_by_name(attrs)
@@ -403,7 +415,7 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
                 attrs, called = by_name
                 rewritten = False
         if rewritten or operand_names is None:
-            made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
+            made = make(root, name, shape, opcode, operands, list(attrs), rewritten, line, start - line_start + 1)
         else:
             frozen = tuple(attrs)
             if shareable:
