@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Iterator
 
 from . import attributes, ir
 from .attributes import API_VERSIONS, KNOWN as KNOWN_ATTRS
@@ -46,6 +47,8 @@ class _Checker:
         self.strict = strict
         self.lines: list[str] | None = None
         self.warnings = list(module.warnings)
+        #: (computation, instruction) of every async op, in text order, where check() saw them all
+        self.async_ops: list | None = None
         #: attributes with long values (backend configs) that passed, in this module: they
         #: repeat within a module, and are not kept beyond it
         self.long_passed: set = set()
@@ -80,9 +83,12 @@ class _Checker:
             for key, value in self.module.attrs:
                 self.check_attr_value(None, key, value)
         if instructions:
+            if module_level:
+                self.async_ops = []  # check() collects them for check_async
+            check = self.check
             for comp in self.module.computations:
                 for instr in comp.instructions:
-                    self.check(comp, instr)
+                    check(comp, instr)
         if module_level:
             self.check_async()
         if self.warnings != list(self.module.warnings):
@@ -105,7 +111,9 @@ class _Checker:
     def check(self, comp: ir.Computation, instr: ir.Instruction) -> None:
         opcode = instr.opcode
         facts = _FACTS.get(opcode) or _opcode_facts(opcode)
-        base, arity, required, checker, passed = facts
+        base, arity, required, checker, passed, async_kind = facts
+        if async_kind is not None and self.async_ops is not None:
+            self.async_ops.append((comp, instr))
         if base is None:
             if self.strict:
                 raise self.error(f"unknown opcode: {opcode}", instr)
@@ -307,6 +315,45 @@ class _Checker:
         custom-call-update...) is an async op wrapping X; the chain's later ops must name the
         X of its start, and follow a start or an update."""
         used: dict[str, str] = {}
+        for comp, instr in self.async_ops if self.async_ops is not None else self._all_async_ops():
+            opcode = instr.opcode
+            kind = _async_kind(opcode)
+            if kind in ("start", "update"):
+                tuple_shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else ()
+                if len(tuple_shapes) < 2 or not tuple_shapes[0].is_tuple:
+                    raise self.error("AsyncStart and AsyncUpdate expect the op shape to be in the form of "
+                                     "((async-operands), async-outputs, state).", instr)
+            if kind == "start":
+                callee = instr.attr("calls")
+                if callee:
+                    name = callee.lstrip("%")
+                    if name in used and used[name] != instr.name:
+                        raise self.error(f"Computation {name} is already referenced by another async op",
+                                         instr, "calls")
+                    used[name] = instr.name
+                continue
+            if not instr.operands or _async_kind(comp[instr.operands[0]].opcode) not in ("start", "update"):
+                raise self.error("AsyncUpdate and AsyncDone expect their operand to be the previous async op.",
+                                 instr)
+            start = comp[instr.operands[0]]
+            while _async_kind(start.opcode) == "update" and start.operands:
+                start = comp[start.operands[0]]
+            wrapped = _wrapped_opcode(opcode)
+            if wrapped is not None:
+                started = self._started_opcode(start)
+                if started is not None and started != wrapped:
+                    raise self.error(f"Expect async wrapped opcode to be {started}, but got {wrapped}", instr)
+            mine, theirs = instr.attr("calls"), start.attr("calls")
+            if mine and theirs and mine.lstrip("%") != theirs.lstrip("%"):
+                raise self.error(f"Expect async_wrapped_computation to be {theirs.lstrip('%')}, but got "
+                                 f"{mine.lstrip('%')}", instr, "calls")
+            thread = instr.attr("async_execution_thread")
+            expected = attributes.unquote(start.attr("async_execution_thread") or '"main"')
+            if thread is not None and attributes.unquote(thread) != expected:
+                raise self.error(f"Expect async_execution_thread to be {expected}, but got "
+                                 f"{attributes.unquote(thread)}", instr, "async_execution_thread")
+
+    def _all_async_ops(self) -> Iterator[tuple[ir.Computation, ir.Instruction]]:
         kinds = _ASYNC_KINDS
         for comp in self.module.computations:
             for instr in comp.instructions:
@@ -314,42 +361,8 @@ class _Checker:
                 kind = kinds.get(opcode, _UNSET)
                 if kind is _UNSET:
                     kind = kinds[opcode] = _async_kind(opcode)
-                if kind is None:
-                    continue
-                if kind in ("start", "update"):
-                    tuple_shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else ()
-                    if len(tuple_shapes) < 2 or not tuple_shapes[0].is_tuple:
-                        raise self.error("AsyncStart and AsyncUpdate expect the op shape to be in the form of "
-                                         "((async-operands), async-outputs, state).", instr)
-                if kind == "start":
-                    callee = instr.attr("calls")
-                    if callee:
-                        name = callee.lstrip("%")
-                        if name in used and used[name] != instr.name:
-                            raise self.error(f"Computation {name} is already referenced by another async op",
-                                             instr, "calls")
-                        used[name] = instr.name
-                    continue
-                if not instr.operands or _async_kind(comp[instr.operands[0]].opcode) not in ("start", "update"):
-                    raise self.error("AsyncUpdate and AsyncDone expect their operand to be the previous async op.",
-                                     instr)
-                start = comp[instr.operands[0]]
-                while _async_kind(start.opcode) == "update" and start.operands:
-                    start = comp[start.operands[0]]
-                wrapped = _wrapped_opcode(opcode)
-                if wrapped is not None:
-                    started = self._started_opcode(start)
-                    if started is not None and started != wrapped:
-                        raise self.error(f"Expect async wrapped opcode to be {started}, but got {wrapped}", instr)
-                mine, theirs = instr.attr("calls"), start.attr("calls")
-                if mine and theirs and mine.lstrip("%") != theirs.lstrip("%"):
-                    raise self.error(f"Expect async_wrapped_computation to be {theirs.lstrip('%')}, but got "
-                                     f"{mine.lstrip('%')}", instr, "calls")
-                thread = instr.attr("async_execution_thread")
-                expected = attributes.unquote(start.attr("async_execution_thread") or '"main"')
-                if thread is not None and attributes.unquote(thread) != expected:
-                    raise self.error(f"Expect async_execution_thread to be {expected}, but got "
-                                     f"{attributes.unquote(thread)}", instr, "async_execution_thread")
+                if kind is not None:
+                    yield comp, instr
 
     def _started_opcode(self, start: ir.Instruction) -> str | None:
         """The opcode an async chain wraps: X of `X-start`, or the root of async-start's `calls`."""
@@ -376,7 +389,7 @@ def attribute_allowed(opcode: str, key: str) -> bool:
 #: What `check` needs to know of an opcode, filled on first use: (the opcode, or the one its
 #: async sugar wraps, or None where XLA has no such opcode; its operand count or None; the
 #: attributes it requires; its op_<opcode> checker or None; the attribute pairs that passed
-#: `check_attribute` on it).
+#: `check_attribute` on it; its _async_kind).
 _FACTS: dict[str, tuple] = {}
 _UNSET = object()
 
@@ -390,7 +403,7 @@ def _opcode_facts(opcode: str) -> tuple:
     # a conditional takes branch_computations or true/false_computation (op_conditional)
     required = () if opcode == "conditional" else REQUIRED.get(opcode, ())
     checker = getattr(_Checker, "op_" + opcode.replace("-", "_"), None)
-    facts = _FACTS[opcode] = (base, ARITY.get(opcode), required, checker, set())
+    facts = _FACTS[opcode] = (base, ARITY.get(opcode), required, checker, set(), _async_kind(opcode))
     return facts
 #: _async_kind by opcode, filled on first use.
 _ASYNC_KINDS: dict = {}
