@@ -18,6 +18,7 @@ from .errors import HloSyntaxError
 from .literals import LiteralError, check_literal
 from .opcodes import ARITY, KNOWN as KNOWN_OPCODES
 from .parse import terminal_regex
+from .parse.reader import common_value_regex
 
 _ASYNC_SUFFIXES = ("-start", "-update", "-done")
 
@@ -98,6 +99,9 @@ class _Checker:
     def check_attr_value(self, instr: ir.Instruction | None, key: str, value: str) -> None:
         spec = KNOWN_ATTRS.get(key)
         if spec is None:
+            return
+        common = common_value_regex(spec.terminal)
+        if common is not None and common.fullmatch(value) is not None:
             return
         fits = _value_fits(spec.terminal, value) if len(value) < 200 and key not in _UNIQUE_VALUED else \
             terminal_regex(spec.terminal).fullmatch(value) is not None  # values that rarely repeat

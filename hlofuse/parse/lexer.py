@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .reader import READERS
+from .reader import READERS, prefilter
 
 
 #: How many tokens a scanner reads trying its terminals one by one (`_Scanner.first_match`)
@@ -53,6 +53,9 @@ class _Scanner:
         self.tries += 1
         terminals = self.terminals
         for name, regexp in self.alternatives:
+            check = prefilter(name)
+            if check is not None and check.match(text, at, end) is None:
+                continue  # (the terminal cannot match here: not compiled for nothing)
             compiled = terminals.get(name)
             if compiled is None:
                 compiled = terminals[name] = re.compile(regexp)

@@ -63,10 +63,18 @@ def _common_shape() -> str:
     """`f32[512,1024]{1,0:T(8,128)(2,1)}`, `s32[]`, and tuples of such (`/*index=N*/` marks
     allowed): ARRAY_SHAPE with digits for dimensions, a layout of digits and tiles, no spaces;
     TUPLE_SHAPE of those, `, ` between them.  Every text this matches, SHAPE matches whole."""
+    return f"{_common_array_shape()}(?![{{\\[(])|{_common_tuple_shape()}"
+
+
+def _common_array_shape() -> str:
     ints = "[0-9]+(?:,[0-9]+)*"
-    array = f"{_element_type()}\\[(?:{ints})?\\](?:\\{{{ints}(?::T\\({ints}\\)(?:\\({ints}\\))*)?\\}})?"
-    item = f"(?:/\\*index=[0-9]+\\*/)?{array}"
-    return f"{array}(?![{{\\[(])|\\((?:{item}(?:, {item})*)?\\)"
+    return f"{_element_type()}\\[(?:{ints})?\\](?:\\{{{ints}(?::T\\({ints}\\)(?:\\({ints}\\))*)?\\}})?"
+
+
+def _common_tuple_shape() -> str:
+    """The tuple form of `_common_shape` (TUPLE_SHAPE matches whole what it matches)."""
+    item = f"(?:/\\*index=[0-9]+\\*/)?{_common_array_shape()}"
+    return f"\\((?:{item}(?:, {item})*)?\\)"
 
 
 def _common_operand_list() -> str:
@@ -317,7 +325,10 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     head = fast.common_head(text, pos, end)
     common = head is not None
     if not common:
-        head = terminal_regex("COMPUTATION_HEAD").match(text, pos, end)
+        # (where a header table or anything else that is no computation comes, the terminal
+        # itself, some 6k characters, is not compiled or tried)
+        head = prefilter("COMPUTATION_HEAD").match(text, pos, end) and \
+            terminal_regex("COMPUTATION_HEAD").match(text, pos, end)
         if head is None:
             return None
     match_instruction, match_attr, make = fast.instruction_head, fast.attr, instruction
@@ -537,6 +548,33 @@ def _section_entry_reader(terminal: str):
         return (m.group(), line, pos - line_start + 1), m.end()
 
     return read
+
+
+@functools.lru_cache(maxsize=None)
+def common_value_regex(terminal: str) -> re.Pattern | None:
+    """The form XLA prints of a large attribute-value terminal, compiled in a fraction of the
+    terminal's time: every value it matches whole, the terminal matches whole (else the
+    terminal decides).  PROGRAM_SHAPE_VALUE (`entry_computation_layout={(f32[2]{0},
+    /*index=1*/s32[])->f32[2]{0}}`, checked once per module): `_common_shape`s.  None for others."""
+    if terminal == "PROGRAM_SHAPE_VALUE":  # "{" _WS0 TUPLE_SHAPE _WS0 "->" _WS0 SHAPE _WS0 "}"
+        return re.compile(f"\\{{{_common_tuple_shape()}->(?:{_common_shape()})\\}}")
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def prefilter(terminal: str) -> re.Pattern | None:
+    """A small pattern that matches wherever `terminal` could (what the terminal's start
+    requires), for the large terminals whose compiled patterns cost milliseconds: the lexer
+    tries them one at a time on a module's first tokens (`HloModule`, the header's attributes
+    and tables), and none of those can be one.  None for other terminals."""
+    ws, name = _WS, pattern("NAME")
+    if terminal in ("INSTRUCTION", "INSTR_HEAD"):  # (ROOT _WS1)? NAME _WS0 "=" ...
+        return re.compile(f"(?:ROOT{ws}+)?{name}{ws}*=")
+    if terminal == "COMPUTATION_HEAD":  # (ENTRY _WS1)? NAME (_WS0 _SIGNATURE)? _WS0 "{", _SIGNATURE: "(" ...
+        return re.compile(f"(?:ENTRY{ws}+)?{name}{ws}*[({{]")
+    if terminal in ("SHAPE", "TUPLE_SHAPE", "ARRAY_SHAPE"):  # ELEMENT_TYPE "[" ... | "(" ...
+        return re.compile(f"{_element_type()}\\[|\\(")
+    return None
 
 
 #: Terminals hlofuse's lexer reads with a function instead of one regular expression.  Where
