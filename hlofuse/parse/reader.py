@@ -541,8 +541,13 @@ def _section_entry_reader(terminal: str):
     """A reader of one entry of a header table (`3 {file_location_id=2 parent_frame_id=1}`):
     the terminal's own pattern, the entry as (text, line, column).  As a reader, the entries of
     a table are one token (see the lexer), not a token each."""
+    match = None
+
     def read(text: str, pos: int, end: int, line: int, line_start: int):
-        m = terminal_regex(terminal).match(text, pos, end)
+        nonlocal match
+        if match is None:  # (compiled at first use: most texts have no such tables)
+            match = terminal_regex(terminal).match
+        m = match(text, pos, end)
         if m is None:
             return None
         return (m.group(), line, pos - line_start + 1), m.end()
