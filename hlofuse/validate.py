@@ -48,7 +48,8 @@ class _Checker:
         self.strict = strict
         self.lines: list[str] | None = None
         self.warnings = list(module.warnings)
-        #: (computation, instruction) of every async op, in text order, where check() saw them all
+        #: (computation, instruction) of every async op, in text order, where check_instructions
+        #: saw them all
         self.async_ops: list | None = None
         #: attributes with long values (backend configs) that passed, in this module: they
         #: repeat within a module, and are not kept beyond it
@@ -85,11 +86,9 @@ class _Checker:
                 self.check_attr_value(None, key, value)
         if instructions:
             if module_level:
-                self.async_ops = []  # check() collects them for check_async
-            check = self.check
+                self.async_ops = []  # check_instructions collects them for check_async
             for comp in self.module.computations:
-                for instr in comp.instructions:
-                    check(comp, instr)
+                self.check_instructions(comp)
         if module_level:
             self.check_async()
         if self.warnings != list(self.module.warnings):
@@ -111,35 +110,37 @@ class _Checker:
                 raise self.error(f"malformed value of attribute {key}: {_short(value)}", line=line, column=1)
             raise self.error(f"malformed value of attribute {key}: {_short(value)}", instr, key)
 
-    # -- one instruction ------------------------------------------------------------------
-    def check(self, comp: ir.Computation, instr: ir.Instruction) -> None:
-        opcode = instr.opcode
-        facts = _FACTS.get(opcode) or _opcode_facts(opcode)
-        base, arity, required, checker, passed, async_kind = facts
-        if async_kind is not None and self.async_ops is not None:
-            self.async_ops.append((comp, instr))
-        if base is None:
-            if self.strict:
-                raise self.error(f"unknown opcode: {opcode}", instr)
-            where = f"{instr.span.line}:{instr.span.column}" if instr.span else "?"
-            self.warnings.append(f"{where}: unknown opcode {opcode!r} kept as an opaque instruction")
-            return
-        if arity is not None and len(instr.operands) != arity:
-            raise self.error(f"{opcode} expects {arity} operand(s), but has {len(instr.operands)}", instr)
-        long_passed = self.long_passed
-        for pair in instr.attrs:
-            if pair not in passed and pair not in long_passed:
-                self.check_attribute(instr, opcode, base, pair, passed)
-        for key in required:
-            for present, _ in instr.attrs:  # (instr.has_attr, without a generator per instruction)
-                if present == key:
-                    break
-            else:
-                raise self.error(f"{opcode} expects attribute {key}", instr)
-        if _CHECKED_SHAPES.get(id(instr.shape)) is not instr.shape:
-            self.check_layouts(instr)
-        if checker is not None:
-            checker(self, comp, instr, [comp[op].shape for op in instr.operands])
+    # -- each instruction -----------------------------------------------------------------
+    def check_instructions(self, comp: ir.Computation) -> None:
+        """Each instruction of `comp` on its own (one call per computation: a module holds
+        hundreds of thousands of instructions)."""
+        facts_of, long_passed, async_ops, checked_shapes = _FACTS.get, self.long_passed, self.async_ops, _CHECKED_SHAPES
+        for instr in comp.instructions:
+            opcode = instr.opcode
+            base, arity, required, checker, passed, async_kind = facts_of(opcode) or _opcode_facts(opcode)
+            if async_kind is not None and async_ops is not None:
+                async_ops.append((comp, instr))
+            if base is None:
+                if self.strict:
+                    raise self.error(f"unknown opcode: {opcode}", instr)
+                where = f"{instr.span.line}:{instr.span.column}" if instr.span else "?"
+                self.warnings.append(f"{where}: unknown opcode {opcode!r} kept as an opaque instruction")
+                continue
+            if arity is not None and len(instr.operands) != arity:
+                raise self.error(f"{opcode} expects {arity} operand(s), but has {len(instr.operands)}", instr)
+            for pair in instr.attrs:
+                if pair not in passed and pair not in long_passed:
+                    self.check_attribute(instr, opcode, base, pair, passed)
+            for key in required:
+                for present, _ in instr.attrs:  # (instr.has_attr, without a generator per instruction)
+                    if present == key:
+                        break
+                else:
+                    raise self.error(f"{opcode} expects attribute {key}", instr)
+            if checked_shapes.get(id(instr.shape)) is not instr.shape:
+                self.check_layouts(instr)
+            if checker is not None:
+                checker(self, comp, instr, [comp[op].shape for op in instr.operands])
 
     def check_attribute(self, instr: ir.Instruction, opcode: str, base: str, pair: tuple[str, str],
                         passed: set) -> None:
@@ -390,10 +391,10 @@ def attribute_allowed(opcode: str, key: str) -> bool:
     return True
 
 
-#: What `check` needs to know of an opcode, filled on first use: (the opcode, or the one its
-#: async sugar wraps, or None where XLA has no such opcode; its operand count or None; the
-#: attributes it requires; its op_<opcode> checker or None; the attribute pairs that passed
-#: `check_attribute` on it; its _async_kind).
+#: What `check_instructions` needs to know of an opcode, filled on first use: (the opcode, or
+#: the one its async sugar wraps, or None where XLA has no such opcode; its operand count or
+#: None; the attributes it requires; its op_<opcode> checker or None; the attribute pairs that
+#: passed `check_attribute` on it; its _async_kind).
 _FACTS: dict[str, tuple] = {}
 _UNSET = object()
 

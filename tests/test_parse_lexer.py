@@ -238,8 +238,9 @@ def test_reading_a_module_compiles_no_large_terminal_it_does_not_meet():
             "from hlofuse.parse import lalr\n"
             "hlofuse.loads(sys.stdin.read())\n"
             "print(sorted(lalr.parser().lexer.compiled_terminals))\n")
+    env = {**os.environ, "PYTHONPATH": CHILD_PYTHONPATH, "HLOFUSE_NO_CACHE": "1"}
     out = subprocess.run([sys.executable, "-c", code], input=generate(150_000, seed=3), capture_output=True,
-                         text=True, check=True, env={**os.environ, "PYTHONPATH": CHILD_PYTHONPATH, "HLOFUSE_NO_CACHE": "1"})
+                         text=True, check=True, env=env)
     compiled = eval(out.stdout.strip())  # noqa: S307 - a list of names this test printed
     assert not {"INSTRUCTION", "INSTR_HEAD", "COMPUTATION_HEAD", "SHAPE"} & set(compiled), compiled
 
