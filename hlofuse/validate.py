@@ -142,8 +142,7 @@ class _Checker:
             if checker is not None:
                 checker(self, comp, instr, [comp[op].shape for op in instr.operands])
 
-    def check_attribute(self, instr: ir.Instruction, opcode: str, base: str, pair: tuple[str, str],
-                        passed: set) -> None:
+    def check_attribute(self, instr: ir.Instruction, opcode: str, base: str, pair: tuple, passed: set) -> None:
         """One attribute of an instruction (`base`: the opcode an async sugar wraps, else the
         opcode).  Once it passes, the pair is remembered: in `passed` (the opcode's pairs known
         good, kept across modules) where its value is short, else in `long_passed` (this module

@@ -39,7 +39,8 @@ class _Scanner:
     __slots__ = ("pattern", "regex", "alternatives", "terminals", "tries", "keywords", "allowed", "readers")
 
     def __init__(self, alternatives, pattern, terminals, keywords, allowed, readers):
-        self.alternatives, self.pattern, self.regex, self.tries = alternatives, pattern, None, 0
+        self.alternatives, self.pattern, self.tries = alternatives, pattern, 0
+        self.regex: re.Pattern | None = None
         self.terminals = terminals
         self.keywords, self.allowed, self.readers = keywords, allowed, readers
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from typing import Callable
 
 from .. import ir
 from .grammar import grammar_path, grammar_text, pattern, terminal_regex
@@ -178,8 +179,10 @@ _ATTR_SETS: dict = {}
 _SHARED_MAX = 1 << 16
 
 
-def share_pair(key: str, value: str) -> tuple[str, str]:
-    pair = (sys.intern(key), sys.intern(value))
+def share_pair(key: str, value: str) -> tuple:
+    # (`tuple`, not tuple[str, str], here and below: compiled, a typed pair would be unboxed and
+    # boxed anew at each use, and equal pairs would no longer be one object)
+    pair: tuple = (sys.intern(key), sys.intern(value))
     if len(_PAIRS) < _SHARED_MAX:
         _PAIRS[pair] = pair
     return pair
@@ -203,7 +206,7 @@ _LONG_PER_NAME = 2048
 _LONG_SETS = 2048
 
 
-def share_long_pair(pair: tuple[str, str]) -> tuple[str, str]:
+def share_long_pair(pair: tuple) -> tuple:
     kept = _LONG_COUNTS.get(pair[0], 0)
     if kept < _LONG_PER_NAME:
         _LONG_COUNTS[pair[0]] = kept + 1
@@ -259,7 +262,7 @@ def instruction(root, name: str, shape_text: str, opcode: str, operand_list: str
     return fast.instruction(name, opcode, shape, operands, tuple(attrs), literal, (), line, column)
 
 
-def called_by_name(attrs: list) -> tuple[list, tuple] | None:
+def called_by_name(attrs: tuple | list) -> tuple[list, tuple] | None:
     """Where each attribute that names computations names one alone (`calls=%fused`: no `{`
     list, no inline body) and none names control predecessors: the attributes with those
     names' `%` dropped, and the names called, as assembly makes them (Assembler.instruction,
@@ -388,7 +391,7 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
                         if len(value) < share_len:
                             attrs.append(pairs_get((key, value)) or share_pair(key, value))
                         else:
-                            pair = (intern(key), value)
+                            pair: tuple = (intern(key), value)
                             attrs.append(long_get(pair) or (pair if key in long_full else share_long_pair(pair)))
                             shareable = False
                         if key in rewritten_attrs:
@@ -460,7 +463,12 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
 class _Fast:
     """The compiled patterns and constructors the reader uses, bound once."""
 
-    __slots__ = ("instruction_head", "attr", "names", "instruction", "common_head", "common_params")
+    instruction_head: Callable
+    attr: Callable
+    names: Callable
+    instruction: Callable
+    common_head: Callable
+    common_params: Callable
 
 
 _FAST: _Fast | None = None
@@ -477,7 +485,7 @@ def _bind_fast() -> _Fast:
     return fast
 
 
-_INSTRUCTION_FIELDS = ("name", "opcode", "shape", "operands", "attrs", "literal", "called", "span")
+_INSTRUCTION_FIELDS: tuple = ("name", "opcode", "shape", "operands", "attrs", "literal", "called", "span")
 
 
 def _instruction_maker():
@@ -493,10 +501,10 @@ def _instruction_maker():
             not hasattr(ir.Instruction, "__slots__") or not hasattr(ir.Span, "__slots__"):
         instruction, span = ir.Instruction, ir.Span
 
-        def make(name, opcode, shape, operands, attrs, literal, called, line, column):
+        def make_by_constructors(name, opcode, shape, operands, attrs, literal, called, line, column):
             return instruction(name, opcode, shape, operands, attrs, literal, called, span(line, column))
 
-        return make
+        return make_by_constructors
     new, instruction, span = object.__new__, ir.Instruction, ir.Span
     set_name, set_opcode, set_shape, set_operands, set_attrs, set_literal, set_called, set_span = (
         getattr(instruction, f).__set__ for f in _INSTRUCTION_FIELDS)
@@ -541,7 +549,7 @@ def _section_entry_reader(terminal: str):
     """A reader of one entry of a header table (`3 {file_location_id=2 parent_frame_id=1}`):
     the terminal's own pattern, the entry as (text, line, column).  As a reader, the entries of
     a table are one token (see the lexer), not a token each."""
-    match = None
+    match: Callable | None = None
 
     def read(text: str, pos: int, end: int, line: int, line_start: int):
         nonlocal match
