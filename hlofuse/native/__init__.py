@@ -63,8 +63,8 @@ MODULES = (
     "hlofuse.passes.cleanup",
     "hlofuse.passes.instruction_fusion",
     "hlofuse.passes.priority_fusion",
-    # reading HLO: the computation reader and the lexer, assembly, validation (a tenth less CPU
-    # per parse; the rest is regular expressions and the objects a module holds)
+    # reading HLO: the computation reader and the lexer, assembly, validation (their loops over
+    # every instruction; what remains is the regular expressions and the objects a module holds)
     "hlofuse.parse.shapes",
     "hlofuse.parse.lexer",
     "hlofuse.parse.reader",
