@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Iterator
 
 from . import attributes, ir
 from .attributes import API_VERSIONS, KNOWN as KNOWN_ATTRS
@@ -17,6 +18,7 @@ from .errors import HloSyntaxError
 from .literals import LiteralError, check_literal
 from .opcodes import ARITY, KNOWN as KNOWN_OPCODES
 from .parse import terminal_regex
+from .parse.reader import common_value_regex
 
 _ASYNC_SUFFIXES = ("-start", "-update", "-done")
 
@@ -46,6 +48,12 @@ class _Checker:
         self.strict = strict
         self.lines: list[str] | None = None
         self.warnings = list(module.warnings)
+        #: (computation, instruction) of every async op, in text order, where check_instructions
+        #: saw them all
+        self.async_ops: list | None = None
+        #: attributes with long values (backend configs) that passed, in this module: they
+        #: repeat within a module, and are not kept beyond it
+        self.long_passed: set = set()
 
     # -- errors at the right place --------------------------------------------------------
     def error(self, message: str, instr: ir.Instruction | None = None, attr: str | None = None,
@@ -77,9 +85,10 @@ class _Checker:
             for key, value in self.module.attrs:
                 self.check_attr_value(None, key, value)
         if instructions:
+            if module_level:
+                self.async_ops = []  # check_instructions collects them for check_async
             for comp in self.module.computations:
-                for instr in comp.instructions:
-                    self.check(comp, instr)
+                self.check_instructions(comp)
         if module_level:
             self.check_async()
         if self.warnings != list(self.module.warnings):
@@ -90,6 +99,9 @@ class _Checker:
         spec = KNOWN_ATTRS.get(key)
         if spec is None:
             return
+        common = common_value_regex(spec.terminal)
+        if common is not None and common.fullmatch(value) is not None:
+            return
         fits = _value_fits(spec.terminal, value) if len(value) < 200 and key not in _UNIQUE_VALUED else \
             terminal_regex(spec.terminal).fullmatch(value) is not None  # values that rarely repeat
         if not fits:
@@ -98,60 +110,66 @@ class _Checker:
                 raise self.error(f"malformed value of attribute {key}: {_short(value)}", line=line, column=1)
             raise self.error(f"malformed value of attribute {key}: {_short(value)}", instr, key)
 
-    # -- one instruction ------------------------------------------------------------------
-    def check(self, comp: ir.Computation, instr: ir.Instruction) -> None:
-        opcode = instr.opcode
-        base = opcode
-        if opcode not in KNOWN_OPCODES:
-            stem = next((opcode[: -len(s)] for s in _ASYNC_SUFFIXES if opcode.endswith(s)), None)
-            if stem is not None and stem in KNOWN_OPCODES:
-                base = stem  # `custom-call-start`: XLA's sugar for an async-wrapped custom-call
-            else:
+    # -- each instruction -----------------------------------------------------------------
+    def check_instructions(self, comp: ir.Computation) -> None:
+        """Each instruction of `comp` on its own (one call per computation: a module holds
+        hundreds of thousands of instructions)."""
+        facts_of, long_passed, async_ops, checked_shapes = _FACTS.get, self.long_passed, self.async_ops, _CHECKED_SHAPES
+        for instr in comp.instructions:
+            opcode = instr.opcode
+            base, arity, required, checker, passed, async_kind = facts_of(opcode) or _opcode_facts(opcode)
+            if async_kind is not None and async_ops is not None:
+                async_ops.append((comp, instr))
+            if base is None:
                 if self.strict:
                     raise self.error(f"unknown opcode: {opcode}", instr)
                 where = f"{instr.span.line}:{instr.span.column}" if instr.span else "?"
                 self.warnings.append(f"{where}: unknown opcode {opcode!r} kept as an opaque instruction")
-                return
-        arity = ARITY.get(opcode)
-        if arity is not None and len(instr.operands) != arity:
-            raise self.error(f"{opcode} expects {arity} operand(s), but has {len(instr.operands)}", instr)
-        for key, value in instr.attrs:
-            spec = KNOWN_ATTRS.get(key)
-            if spec is None:
                 continue
+            if arity is not None and len(instr.operands) != arity:
+                raise self.error(f"{opcode} expects {arity} operand(s), but has {len(instr.operands)}", instr)
+            for pair in instr.attrs:
+                if pair not in passed and pair not in long_passed:
+                    self.check_attribute(instr, opcode, base, pair, passed)
+            for key in required:
+                for present, _ in instr.attrs:  # (instr.has_attr, without a generator per instruction)
+                    if present == key:
+                        break
+                else:
+                    raise self.error(f"{opcode} expects attribute {key}", instr)
+            if checked_shapes.get(id(instr.shape)) is not instr.shape:
+                self.check_layouts(instr)
+            if checker is not None:
+                checker(self, comp, instr, [comp[op].shape for op in instr.operands])
+
+    def check_attribute(self, instr: ir.Instruction, opcode: str, base: str, pair: tuple, passed: set) -> None:
+        """One attribute of an instruction (`base`: the opcode an async sugar wraps, else the
+        opcode).  Once it passes, the pair is remembered: in `passed` (the opcode's pairs known
+        good, kept across modules) where its value is short, else in `long_passed` (this module
+        only: metadata and backend configs repeat within a module, the reader shares equal
+        ones, and they are not kept beyond it)."""
+        key, value = pair
+        spec = KNOWN_ATTRS.get(key)
+        if spec is not None:
             if spec.opcodes is not None and base not in spec.opcodes and opcode not in spec.opcodes:
                 raise self.error(f'unexpected attribute "{key}" for {opcode}', instr, key)
-            # check_attr_value's test, inlined (once per attribute of every instruction)
-            if key in _UNIQUE_VALUED:
+            if key in _UNIQUE_VALUED or len(value) >= 200:
                 fullmatch = _FULLMATCH.get(spec.terminal) or _fullmatch(spec.terminal)
                 if fullmatch(value) is None:
                     self.check_attr_value(instr, key, value)
-            elif len(value) >= 200:
+                if len(self.long_passed) < _LONG_PASSED_MAX:
+                    self.long_passed.add(pair)
+                return
+            if not _value_fits(spec.terminal, value):
                 self.check_attr_value(instr, key, value)
-            else:  # _value_fits, its memo read here (once per attribute of every instruction)
-                memo = _FITS.get(spec.terminal)
-                fits = memo.get(value) if memo is not None else None
-                if fits is None:
-                    fits = _value_fits(spec.terminal, value)
-                if not fits:
-                    self.check_attr_value(instr, key, value)
             if key == "result_accuracy":
                 self.check_result_accuracy(instr)
-        for key in REQUIRED.get(opcode, ()):
-            for present, _ in instr.attrs:  # (instr.has_attr, without a generator per instruction)
-                if present == key:
-                    break
-            else:
-                if opcode == "conditional":
-                    continue
-                raise self.error(f"{opcode} expects attribute {key}", instr)
-        if _CHECKED_SHAPES.get(id(instr.shape)) is not instr.shape:
-            self.check_layouts(instr)
-        checker = _CHECKERS.get(opcode, _UNSET)
-        if checker is _UNSET:
-            checker = _CHECKERS[opcode] = getattr(_Checker, "op_" + opcode.replace("-", "_"), None)
-        if checker is not None:
-            checker(self, comp, instr, [comp[op].shape for op in instr.operands])
+                return  # (it reads the instruction's first result_accuracy, which may be another)
+        if len(value) < 200:
+            if len(passed) < _PASSED_MAX:
+                passed.add(pair)
+        elif len(self.long_passed) < _LONG_PASSED_MAX:
+            self.long_passed.add(pair)  # (an attribute hlofuse does not know, with a long value)
 
     def check_layouts(self, instr: ir.Instruction) -> None:
         for leaf in instr.shape.leaves():
@@ -301,6 +319,45 @@ class _Checker:
         custom-call-update...) is an async op wrapping X; the chain's later ops must name the
         X of its start, and follow a start or an update."""
         used: dict[str, str] = {}
+        for comp, instr in self.async_ops if self.async_ops is not None else self._all_async_ops():
+            opcode = instr.opcode
+            kind = _async_kind(opcode)
+            if kind in ("start", "update"):
+                tuple_shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else ()
+                if len(tuple_shapes) < 2 or not tuple_shapes[0].is_tuple:
+                    raise self.error("AsyncStart and AsyncUpdate expect the op shape to be in the form of "
+                                     "((async-operands), async-outputs, state).", instr)
+            if kind == "start":
+                callee = instr.attr("calls")
+                if callee:
+                    name = callee.lstrip("%")
+                    if name in used and used[name] != instr.name:
+                        raise self.error(f"Computation {name} is already referenced by another async op",
+                                         instr, "calls")
+                    used[name] = instr.name
+                continue
+            if not instr.operands or _async_kind(comp[instr.operands[0]].opcode) not in ("start", "update"):
+                raise self.error("AsyncUpdate and AsyncDone expect their operand to be the previous async op.",
+                                 instr)
+            start = comp[instr.operands[0]]
+            while _async_kind(start.opcode) == "update" and start.operands:
+                start = comp[start.operands[0]]
+            wrapped = _wrapped_opcode(opcode)
+            if wrapped is not None:
+                started = self._started_opcode(start)
+                if started is not None and started != wrapped:
+                    raise self.error(f"Expect async wrapped opcode to be {started}, but got {wrapped}", instr)
+            mine, theirs = instr.attr("calls"), start.attr("calls")
+            if mine and theirs and mine.lstrip("%") != theirs.lstrip("%"):
+                raise self.error(f"Expect async_wrapped_computation to be {theirs.lstrip('%')}, but got "
+                                 f"{mine.lstrip('%')}", instr, "calls")
+            thread = instr.attr("async_execution_thread")
+            expected = attributes.unquote(start.attr("async_execution_thread") or '"main"')
+            if thread is not None and attributes.unquote(thread) != expected:
+                raise self.error(f"Expect async_execution_thread to be {expected}, but got "
+                                 f"{attributes.unquote(thread)}", instr, "async_execution_thread")
+
+    def _all_async_ops(self) -> Iterator[tuple[ir.Computation, ir.Instruction]]:
         kinds = _ASYNC_KINDS
         for comp in self.module.computations:
             for instr in comp.instructions:
@@ -308,42 +365,8 @@ class _Checker:
                 kind = kinds.get(opcode, _UNSET)
                 if kind is _UNSET:
                     kind = kinds[opcode] = _async_kind(opcode)
-                if kind is None:
-                    continue
-                if kind in ("start", "update"):
-                    tuple_shapes = instr.shape.tuple_shapes if instr.shape.is_tuple else ()
-                    if len(tuple_shapes) < 2 or not tuple_shapes[0].is_tuple:
-                        raise self.error("AsyncStart and AsyncUpdate expect the op shape to be in the form of "
-                                         "((async-operands), async-outputs, state).", instr)
-                if kind == "start":
-                    callee = instr.attr("calls")
-                    if callee:
-                        name = callee.lstrip("%")
-                        if name in used and used[name] != instr.name:
-                            raise self.error(f"Computation {name} is already referenced by another async op",
-                                             instr, "calls")
-                        used[name] = instr.name
-                    continue
-                if not instr.operands or _async_kind(comp[instr.operands[0]].opcode) not in ("start", "update"):
-                    raise self.error("AsyncUpdate and AsyncDone expect their operand to be the previous async op.",
-                                     instr)
-                start = comp[instr.operands[0]]
-                while _async_kind(start.opcode) == "update" and start.operands:
-                    start = comp[start.operands[0]]
-                wrapped = _wrapped_opcode(opcode)
-                if wrapped is not None:
-                    started = self._started_opcode(start)
-                    if started is not None and started != wrapped:
-                        raise self.error(f"Expect async wrapped opcode to be {started}, but got {wrapped}", instr)
-                mine, theirs = instr.attr("calls"), start.attr("calls")
-                if mine and theirs and mine.lstrip("%") != theirs.lstrip("%"):
-                    raise self.error(f"Expect async_wrapped_computation to be {theirs.lstrip('%')}, but got "
-                                     f"{mine.lstrip('%')}", instr, "calls")
-                thread = instr.attr("async_execution_thread")
-                expected = attributes.unquote(start.attr("async_execution_thread") or '"main"')
-                if thread is not None and attributes.unquote(thread) != expected:
-                    raise self.error(f"Expect async_execution_thread to be {expected}, but got "
-                                     f"{attributes.unquote(thread)}", instr, "async_execution_thread")
+                if kind is not None:
+                    yield comp, instr
 
     def _started_opcode(self, start: ir.Instruction) -> str | None:
         """The opcode an async chain wraps: X of `X-start`, or the root of async-start's `calls`."""
@@ -367,14 +390,35 @@ def attribute_allowed(opcode: str, key: str) -> bool:
     return True
 
 
-#: op_<opcode> checkers by opcode (None: no checker), filled on first use.
-_CHECKERS: dict = {}
+#: What `check_instructions` needs to know of an opcode, filled on first use: (the opcode, or
+#: the one its async sugar wraps, or None where XLA has no such opcode; its operand count or
+#: None; the attributes it requires; its op_<opcode> checker or None; the attribute pairs that
+#: passed `check_attribute` on it; its _async_kind).
+_FACTS: dict[str, tuple] = {}
 _UNSET = object()
+
+
+def _opcode_facts(opcode: str) -> tuple:
+    base: str | None = opcode
+    if opcode not in KNOWN_OPCODES:
+        stem = next((opcode[: -len(s)] for s in _ASYNC_SUFFIXES if opcode.endswith(s)), None)
+        # `custom-call-start`: XLA's sugar for an async-wrapped custom-call
+        base = stem if stem is not None and stem in KNOWN_OPCODES else None
+    # a conditional takes branch_computations or true/false_computation (op_conditional)
+    required = () if opcode == "conditional" else REQUIRED.get(opcode, ())
+    checker = getattr(_Checker, "op_" + opcode.replace("-", "_"), None)
+    facts = _FACTS[opcode] = (base, ARITY.get(opcode), required, checker, set(), _async_kind(opcode))
+    return facts
 #: _async_kind by opcode, filled on first use.
 _ASYNC_KINDS: dict = {}
 #: Shapes whose layouts passed check_layouts, by id.
 _CHECKED_SHAPES: dict = {}
 _CHECKED_LITERALS: dict = {}
+#: The attribute pairs an opcode's facts keep (those with values under 200 characters that
+#: passed `check_attribute` on it: dumps repeat them, and the reader shares the short ones, so
+#: most lookups find the very object) stop growing at _PASSED_MAX.
+_PASSED_MAX = 1 << 13
+_LONG_PASSED_MAX = 2048
 #: terminal name -> the bound fullmatch of its compiled pattern
 _FULLMATCH: dict = {}
 

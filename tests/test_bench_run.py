@@ -68,3 +68,18 @@ def test_xla_parser_is_timed_on_the_same_file(tmp_path):
     path.write_text("HloModule m\nENTRY e {\n  ROOT x = f32[] nonsense(\n}\n")
     assert "XLA's parser failed" in parse_speed.measure_xla(python, str(path), 1)["error"]
 
+
+
+def test_small_inputs_are_parsed_more_times_by_both_parsers():
+    """The best of three 50 ms parses is as noisy as the machine's load: a 1 MB input is
+    parsed about 10 MB's worth of times (by hlofuse and by XLA alike), large ones `--repeat`."""
+    assert parse_speed.repeats(1.07, 3) == 10 and parse_speed.repeats(0.2, 3) == 12
+    assert parse_speed.repeats(12.1, 3) == 3 and parse_speed.repeats(40.2, 5) == 5
+
+
+def test_memory_probe_reports_what_a_process_pays_once(tmp_path):
+    path = tmp_path / "generated.hlo"
+    path.write_text(parse_speed.generate(100_000, 2))
+    figures = parse_speed.measure_memory(str(path))
+    assert figures["import_cpu_s"] > 0 and figures["first_use_cpu_s"] > 0
+    assert figures["peak_rss_mb"] >= figures["rss_before_parse_mb"] > 0

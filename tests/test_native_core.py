@@ -106,9 +106,13 @@ def test_this_process_uses_the_compiled_core_when_it_is_built():
     import hlofuse.graph
     import hlofuse.passes.priority_fusion
 
+    import hlofuse.parse.reader
+    import hlofuse.validate
+
     assert hlofuse.native.active == "compiled"
     assert hlofuse.graph.__file__.endswith(SUFFIX)
     assert hlofuse.passes.priority_fusion.__file__.endswith(SUFFIX)
+    assert hlofuse.parse.reader.__file__.endswith(SUFFIX) and hlofuse.validate.__file__.endswith(SUFFIX)
 
 
 def _fingerprint(tmp_path: Path, name: str, pure: bool) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import sys
@@ -187,3 +188,84 @@ def test_lines_and_columns_of_tokens_after_comments_and_crlf():
     module = hlofuse.loads(text)
     assert module.entry.span == hlofuse.ir.Span(4, 1)
     assert module.entry["x"].span == hlofuse.ir.Span(6, 3)
+
+
+def _header_and_line_starts() -> list[tuple[str, int]]:
+    """(text, offset) pairs: the start of every line of a generated module (its header, tables,
+    computation heads, instructions) and of the corpus files, and of mutated copies."""
+    texts = [generate(150_000, seed=5)]
+    corpus = shared_dir() / "corpus" / "parser"
+    if corpus.is_dir():
+        texts += [read_text(p) for p in sorted(corpus.glob("*.hlo"))][:200]
+    rng = random.Random(17)
+    out = []
+    for text in texts:
+        for line in text.splitlines():
+            stripped = line.strip()
+            if not stripped:
+                continue
+            out.append((stripped, 0))
+            i = rng.randrange(len(stripped))
+            out.append((stripped[:i] + rng.choice(["(", "{", "=", " ", "x", "ROOT ", "ENTRY "]) + stripped[i:], 0))
+            out.append((stripped, rng.randrange(len(stripped))))
+    return out
+
+
+def test_prefilters_match_wherever_their_terminals_match():
+    """The lexer skips a large terminal where its prefilter does not match (it is then not
+    compiled for nothing): that may only happen where the terminal cannot match."""
+    from hlofuse.parse.reader import prefilter
+
+    names = ["INSTRUCTION", "INSTR_HEAD", "COMPUTATION_HEAD", "SHAPE", "TUPLE_SHAPE", "ARRAY_SHAPE"]
+    skipped = dict.fromkeys(names, 0)
+    for text, at in _header_and_line_starts():
+        for name in names:
+            if prefilter(name).match(text, at) is None:
+                assert parse.terminal_regex(name).match(text, at) is None, (name, text[at:at + 80])
+                skipped[name] += 1
+    assert all(n > 100 for n in skipped.values()), skipped
+
+
+def test_reading_a_module_compiles_no_large_terminal_it_does_not_meet():
+    """A module in XLA's printed form is read without compiling INSTRUCTION, COMPUTATION_HEAD or
+    SHAPE (thousands of characters each: milliseconds of every process's first parse), which
+    its header's tokens used to be tried against."""
+    import subprocess
+
+    from conftest import CHILD_PYTHONPATH
+
+    code = ("import sys, hlofuse\n"
+            "from hlofuse.parse import lalr\n"
+            "hlofuse.loads(sys.stdin.read())\n"
+            "print(sorted(lalr.parser().lexer.compiled_terminals))\n")
+    env = {**os.environ, "PYTHONPATH": CHILD_PYTHONPATH, "HLOFUSE_NO_CACHE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], input=generate(150_000, seed=3), capture_output=True,
+                         text=True, check=True, env=env)
+    compiled = eval(out.stdout.strip())  # noqa: S307 - a list of names this test printed
+    assert not {"INSTRUCTION", "INSTR_HEAD", "COMPUTATION_HEAD", "SHAPE"} & set(compiled), compiled
+
+
+def test_program_shapes_of_the_common_form_are_program_shapes():
+    """validate checks `entry_computation_layout` with `common_value_regex` first (a fraction
+    of PROGRAM_SHAPE_VALUE's compile time): whatever it accepts, the terminal accepts, on the
+    values of sample dumps and corpus files and mutated ones; real values take it."""
+    from hlofuse.parse.reader import common_value_regex
+
+    common, terminal = common_value_regex("PROGRAM_SHAPE_VALUE"), parse.terminal_regex("PROGRAM_SHAPE_VALUE")
+    values = []
+    texts = [read_text(p) for p in sorted((REPO / "sample_dumps").rglob("*.txt"))[:150]]
+    for text in texts:
+        m = re.search(r"entry_computation_layout=(\{.*?\})(?:, [a-z_]+=|\n)", text.split("\n", 1)[0] + "\n")
+        if m:
+            values.append(m.group(1))
+    assert len(values) > 50
+    rng = random.Random(5)
+    edits = ["(", ")", "{", "}", "[", "]", ",", " ", "->", "/*index=1*/", "f32[2]", ":T(2)", ""]
+    mutated = [v[:i] + rng.choice(edits) + v[i + rng.randrange(2):] for v in values * 4
+               for i in [rng.randrange(len(v))]]
+    took = 0
+    for value in values + mutated + ["{f32[2]->f32[2]}", "{()->()}", "{(f32[2]{0})->(s32[], f32[])}"]:
+        if common.fullmatch(value):
+            assert terminal.fullmatch(value), value
+            took += value in values
+    assert took > len(values) // 2

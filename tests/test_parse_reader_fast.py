@@ -37,10 +37,12 @@ def test_instructions_of_the_fast_path_equal_those_of_the_constructor():
 def test_the_constructors_are_used_when_the_fields_change(monkeypatch):
     monkeypatch.setattr(reader, "_INSTRUCTION_FIELDS", ("name", "opcode"))
     make = reader._instruction_maker()
-    made = make("a", "add", ir.Shape("f32"), ("x", "y"), (("k", "v"),), None, 3, 4)
-    assert made == ir.Instruction("a", "add", ir.Shape("f32"), ("x", "y"), (("k", "v"),), None, (), ir.Span(3, 4))
+    made = make("a", "fusion", ir.Shape("f32"), ("x", "y"), (("calls", "f"),), None, ("f",), 3, 4)
+    assert made == ir.Instruction("a", "fusion", ir.Shape("f32"), ("x", "y"), (("calls", "f"),), None, ("f",),
+                                  ir.Span(3, 4))
     monkeypatch.undo()
-    fast = reader._instruction_maker()("a", "add", ir.Shape("f32"), ("x", "y"), (("k", "v"),), None, 3, 4)
+    fast = reader._instruction_maker()("a", "fusion", ir.Shape("f32"), ("x", "y"), (("calls", "f"),), None, ("f",),
+                                       3, 4)
     assert fast == made and fast.span == ir.Span(3, 4)
 
 
@@ -126,3 +128,45 @@ def test_computations_read_one_after_another(text):
     got = {i.name: (i.span.line, i.span.column) for c in module.computations for i in c.instructions}
     assert got == expected
     assert module["mul"].span.line == text.splitlines().index("%mul (p: f32[], q: f32[]) -> f32[] {") + 1
+
+
+CALLS = """HloModule m
+
+%add (x: f32[], y: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %s = f32[] add(%x, %y)
+}
+
+%fused (p: f32[4]) -> f32[4] {
+  %p = f32[4]{0} parameter(0)
+  ROOT %n = f32[4]{0} negate(%p)
+}
+
+ENTRY %e (a: f32[4]) -> f32[] {
+  %a = f32[4]{0} parameter(0)
+  %f = f32[4]{0} fusion(%a), kind=kLoop, calls=%fused
+  %g = f32[4]{0} fusion(%f), kind=kLoop, calls=fused, control-predecessors={%f}
+  %z = f32[] constant(0)
+  ROOT %r = f32[] reduce(%g, %z), dimensions={0}, to_apply=%add
+}
+"""
+
+
+def test_computations_called_by_name_are_resolved_by_the_reader():
+    """`calls=%fused`, `to_apply=%add`: the reader drops the `%` and fills `called` itself (an
+    ir.Instruction, nothing left to assembly); control predecessors still go to assembly.  The
+    module is the one the token-by-token path (a comment stops the reader) makes."""
+    read = reader.READERS["COMPUTATION"]
+    at = CALLS.index("ENTRY")
+    raw, _ = read(CALLS, at, len(CALLS), CALLS.count("\n", 0, at) + 1, at)
+    kinds = {item.name: type(item).__name__ for item in raw.instrs}
+    assert kinds == {"a": "Instruction", "f": "Instruction", "g": "RawInstr", "z": "Instruction",
+                     "r": "Instruction"}
+    f, r = raw.instrs[1], raw.instrs[4]
+    assert f.called == ("fused",) and f.attr("calls") == "fused"
+    assert r.called == ("add",) and r.attr("to_apply") == "add"
+    module = parse_text(CALLS)
+    by_tokens = parse_text(CALLS.replace("  ROOT %r", "  // read token by token\n  ROOT %r"))
+    assert [i for c in module.computations for i in c] == [i for c in by_tokens.computations for i in c]
+    assert [i.called for i in module.entry] == [(), ("fused",), ("fused",), (), ("add",)]

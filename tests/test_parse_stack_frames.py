@@ -198,3 +198,28 @@ def test_table_entries_after_a_comment_and_on_one_line():
     frames = hlofuse.loads(text).stack_frames
     assert frames.frames == {1: (1, 0), 3: (1, 0), 2: (2, 1)}
     assert sorted(frames.file_names) == [1, 2] and frames.function_names == {1: "f"}
+
+
+def test_entries_in_another_spelling_give_the_same_tables():
+    """Entries as JAX prints them are read with one match each (sections._LOCATION_RE,
+    _FRAME_RE); the same entries with their fields reordered, spaced otherwise or with a field
+    more are read field by field, into the same tables."""
+    from hlofuse.parse.sections import stack_frame_index
+
+    locations = [f"{k} {{file_name_id={k % 3 + 1} function_name_id={k % 5 + 1} line={10 * k} end_line={10 * k} "
+                 f"column={k} end_column={k + 9}}}" for k in range(1, 40)]
+    frames = [f"{k} {{file_location_id={k} parent_frame_id={k // 2 + 1}}}" for k in range(1, 40)]
+
+    def respelled(entry: str) -> str:
+        ident, body = entry.split(" ", 1)
+        fields = body[1:-1].split(" ")[::-1] + ["extra_id=7"]
+        return f"{ident}\t{{ " + ",  ".join(fields) + " }"
+
+    def tables(locs, frms):
+        index = stack_frame_index([("FILE_LOCATIONS", [(e, 1, 1) for e in locs]),
+                                   ("STACK_FRAMES", [(e, 1, 1) for e in frms])])
+        return index.file_locations, index.frames
+
+    common = tables(locations, frames)
+    assert common == tables([respelled(e) for e in locations], [respelled(e) for e in frames])
+    assert common[0][3] == (1, 4, 30, 3) and common[1][3] == (3, 1) and common[1][1] == (1, 0)

@@ -63,6 +63,13 @@ MODULES = (
     "hlofuse.passes.cleanup",
     "hlofuse.passes.instruction_fusion",
     "hlofuse.passes.priority_fusion",
+    # reading HLO: the computation reader and the lexer, assembly, validation (their loops over
+    # every instruction; what remains is the regular expressions and the objects a module holds)
+    "hlofuse.parse.shapes",
+    "hlofuse.parse.lexer",
+    "hlofuse.parse.reader",
+    "hlofuse.parse.assemble",
+    "hlofuse.validate",
 )
 
 #: mypyc's shared library of the build (every compiled module's code), in this folder.

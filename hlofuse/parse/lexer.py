@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from .reader import READERS
+from .reader import READERS, prefilter
 
 
 #: How many tokens a scanner reads trying its terminals one by one (`_Scanner.first_match`)
@@ -39,7 +39,8 @@ class _Scanner:
     __slots__ = ("pattern", "regex", "alternatives", "terminals", "tries", "keywords", "allowed", "readers")
 
     def __init__(self, alternatives, pattern, terminals, keywords, allowed, readers):
-        self.alternatives, self.pattern, self.regex, self.tries = alternatives, pattern, None, 0
+        self.alternatives, self.pattern, self.tries = alternatives, pattern, 0
+        self.regex: re.Pattern | None = None
         self.terminals = terminals
         self.keywords, self.allowed, self.readers = keywords, allowed, readers
 
@@ -53,6 +54,9 @@ class _Scanner:
         self.tries += 1
         terminals = self.terminals
         for name, regexp in self.alternatives:
+            check = prefilter(name)
+            if check is not None and check.match(text, at, end) is None:
+                continue  # (the terminal cannot match here: not compiled for nothing)
             compiled = terminals.get(name)
             if compiled is None:
                 compiled = terminals[name] = re.compile(regexp)

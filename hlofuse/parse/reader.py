@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from typing import Callable
 
 from .. import ir
 from .grammar import grammar_path, grammar_text, pattern, terminal_regex
@@ -63,17 +64,27 @@ def _common_shape() -> str:
     """`f32[512,1024]{1,0:T(8,128)(2,1)}`, `s32[]`, and tuples of such (`/*index=N*/` marks
     allowed): ARRAY_SHAPE with digits for dimensions, a layout of digits and tiles, no spaces;
     TUPLE_SHAPE of those, `, ` between them.  Every text this matches, SHAPE matches whole."""
+    return f"{_common_array_shape()}(?![{{\\[(])|{_common_tuple_shape()}"
+
+
+def _common_array_shape() -> str:
     ints = "[0-9]+(?:,[0-9]+)*"
-    array = f"{_element_type()}\\[(?:{ints})?\\](?:\\{{{ints}(?::T\\({ints}\\)(?:\\({ints}\\))*)?\\}})?"
-    item = f"(?:/\\*index=[0-9]+\\*/)?{array}"
-    return f"{array}(?![{{\\[(])|\\((?:{item}(?:, {item})*)?\\)"
+    return f"{_element_type()}\\[(?:{ints})?\\](?:\\{{{ints}(?::T\\({ints}\\)(?:\\({ints}\\))*)?\\}})?"
+
+
+def _common_tuple_shape() -> str:
+    """The tuple form of `_common_shape` (TUPLE_SHAPE matches whole what it matches)."""
+    item = f"(?:/\\*index=[0-9]+\\*/)?{_common_array_shape()}"
+    return f"\\((?:{item}(?:, {item})*)?\\)"
 
 
 def _common_operand_list() -> str:
-    """`(%a, %b.1)`: names only, `, ` between them.  Every text this matches, OPERAND_LIST
-    matches whole (its _OPERAND without a mark or a shape is a NAME)."""
-    name = pattern("NAME")
-    return f"\\((?:{name}(?:, {name})*)?\\)"
+    """`(%a, %b.1, /*index=2*/%c)`: names, each with an index mark or not, `, ` between them;
+    or one literal atom, `(0)` of a parameter or a scalar constant.  Every text this matches,
+    OPERAND_LIST matches whole (an _OPERAND is `(_INDEX_COMMENT _WS0)? (SHAPE _WS1)? NAME`, or a
+    LITERAL_ATOM)."""
+    item = f"(?:/\\*index=[0-9]+\\*/)?{pattern('NAME')}"
+    return f"\\((?:{item}(?:, {item})*|{pattern('LITERAL_ATOM')})?\\)"
 
 
 @functools.lru_cache(maxsize=1)
@@ -117,6 +128,25 @@ def _computation_head_regex() -> re.Pattern:
 
 
 @functools.lru_cache(maxsize=1)
+def common_head_regex() -> re.Pattern:
+    """COMPUTATION_HEAD in the form XLA prints, `[ENTRY ]%name[ (%p: f32[2], ...) -> f32[2]] {`
+    (single spaces, `_common_shape`s): groups 1 ENTRY, 2 the name, 3 the parameters' text, 4
+    the result shape.  Every text it matches, COMPUTATION_HEAD matches the same (its signature is
+    `_SIGNATURE` with one space where `_WS0` allows any), and the parameters split at
+    `common_param_regex`; on any other head, the terminal and `computation_from_head` are used
+    (tests/test_parse_lexer.py compares both on real and mutated heads)."""
+    name, shape = pattern("NAME"), _common_shape()
+    param = f"{name}: (?:{shape})"
+    return re.compile(f"(?:(ENTRY) )?({name})(?: \\(((?:{param}(?:, {param})*)?)\\) -> ((?:{shape})))? \\{{")
+
+
+@functools.lru_cache(maxsize=1)
+def common_param_regex() -> re.Pattern:
+    """One parameter of `common_head_regex`'s group 3: the name, the shape."""
+    return re.compile(f"({pattern('NAME')}): ((?:{_common_shape()}))")
+
+
+@functools.lru_cache(maxsize=1)
 def _param_regex() -> re.Pattern:
     return re.compile(r"\s*(" + pattern("NAME") + r")\s*:\s*(" + pattern("SHAPE") + r")\s*(?:,|\Z)")
 
@@ -149,8 +179,10 @@ _ATTR_SETS: dict = {}
 _SHARED_MAX = 1 << 16
 
 
-def share_pair(key: str, value: str) -> tuple[str, str]:
-    pair = (sys.intern(key), sys.intern(value))
+def share_pair(key: str, value: str) -> tuple:
+    # (`tuple`, not tuple[str, str], here and below: compiled, a typed pair would be unboxed and
+    # boxed anew at each use, and equal pairs would no longer be one object)
+    pair: tuple = (sys.intern(key), sys.intern(value))
     if len(_PAIRS) < _SHARED_MAX:
         _PAIRS[pair] = pair
     return pair
@@ -174,7 +206,7 @@ _LONG_PER_NAME = 2048
 _LONG_SETS = 2048
 
 
-def share_long_pair(pair: tuple[str, str]) -> tuple[str, str]:
+def share_long_pair(pair: tuple) -> tuple:
     kept = _LONG_COUNTS.get(pair[0], 0)
     if kept < _LONG_PER_NAME:
         _LONG_COUNTS[pair[0]] = kept + 1
@@ -227,7 +259,27 @@ def instruction(root, name: str, shape_text: str, opcode: str, operand_list: str
     if rewritten or operand_shapes is not None:
         return RawInstr(name, opcode, shape, list(operands), attrs, literal, root is not None, line, column,
                         operand_shapes, True)
-    return fast.instruction(name, opcode, shape, operands, tuple(attrs), literal, line, column)
+    return fast.instruction(name, opcode, shape, operands, tuple(attrs), literal, (), line, column)
+
+
+def called_by_name(attrs: tuple | list) -> tuple[list, tuple] | None:
+    """Where each attribute that names computations names one alone (`calls=%fused`: no `{`
+    list, no inline body) and none names control predecessors: the attributes with those
+    names' `%` dropped, and the names called, as assembly makes them (Assembler.instruction,
+    computation_refs); else None (assembly resolves them)."""
+    out = []
+    called = []
+    for pair in attrs:
+        key = pair[0]
+        if key in REWRITTEN_ATTRS:
+            value = pair[1]
+            callee = value.lstrip("%")
+            if key not in ir.COMPUTATION_ATTRS or not callee or "{" in value or "," in value:
+                return None
+            pair = _PAIRS.get((key, callee)) or share_pair(key, callee)
+            called.append(pair[1])
+        out.append(pair)
+    return out, tuple(called)
 
 
 def _operands_with_shapes(operand_text: str, line: int, column: int) -> tuple[list, list | None]:
@@ -272,10 +324,16 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
     instruction at a time: (raw computation, end offset), or None when the computation holds
     anything else, so that the parser reads it token by token.  Most of the raw computation's
     instructions are ir.Instructions already (see `instruction`); `roots` says which were ROOT."""
-    head = terminal_regex("COMPUTATION_HEAD").match(text, pos, end)
-    if head is None:
-        return None
     fast = _FAST or _bind_fast()
+    head = fast.common_head(text, pos, end)
+    common = head is not None
+    if not common:
+        # (where a header table or anything else that is no computation comes, the terminal
+        # itself, some 6k characters, is not compiled or tried)
+        head = prefilter("COMPUTATION_HEAD").match(text, pos, end) and \
+            terminal_regex("COMPUTATION_HEAD").match(text, pos, end)
+        if head is None:
+            return None
     match_instruction, match_attr, make = fast.instruction_head, fast.attr, instruction
     intern, rewritten_attrs, literal_opcodes = sys.intern, REWRITTEN_ATTRS, LITERAL_OPCODES
     new_instruction = fast.instruction
@@ -298,86 +356,119 @@ def _read_computation(text: str, pos: int, end: int, line: int, line_start: int)
         counted = start
         root, name, shape, opcode, operands, key, value, key2, value2 = m.group(2, 3, 4, 5, 6, 7, 8, 9, 10)
         p = m.end()
-        attrs = []
-        rewritten = False
+        # The attributes read with the head (instruction_regex's slots), then any more: a tuple
+        # where the slots held them all (the common case: no list to copy), else a list.
         shareable = True  # every value short: the attribute tuple may be one other instructions have
-        if key is not None:  # the attributes read with the head (instruction_regex's slots)
+        if key is None:
+            attrs: tuple | list = ()
+            rewritten = False
+        else:
             if len(value) < share_len:
-                attrs.append(pairs_get((key, value)) or share_pair(key, value))
+                first = pairs_get((key, value)) or share_pair(key, value)
             else:
-                pair = (intern(key), value)
-                attrs.append(long_get(pair) or (pair if pair[0] in long_full else share_long_pair(pair)))
+                first = (intern(key), value)
+                first = long_get(first) or (first if key in long_full else share_long_pair(first))
                 shareable = False
             rewritten = key in rewritten_attrs
-            if key2 is not None:
+            if key2 is None:
+                attrs = (first,)
+            else:
                 if len(value2) < share_len:
-                    attrs.append(pairs_get((key2, value2)) or share_pair(key2, value2))
+                    second = pairs_get((key2, value2)) or share_pair(key2, value2)
                 else:
-                    pair = (intern(key2), value2)
-                    attrs.append(long_get(pair) or (pair if pair[0] in long_full else share_long_pair(pair)))
+                    second = (intern(key2), value2)
+                    second = long_get(second) or (second if key2 in long_full else share_long_pair(second))
                     shareable = False
                 if key2 in rewritten_attrs:
                     rewritten = True
                 a = match_attr(text, p, end)  # every slot filled: more may follow
-                while a is not None:
-                    key, value = a.group(1, 2)
-                    if len(value) < share_len:
-                        attrs.append(pairs_get((key, value)) or share_pair(key, value))
-                    else:
-                        pair = (intern(key), value)
-                        attrs.append(long_get(pair) or (pair if pair[0] in long_full else share_long_pair(pair)))
-                        shareable = False
-                    if key in rewritten_attrs:
-                        rewritten = True
-                    p = a.end()
-                    a = match_attr(text, p, end)
+                if a is None:
+                    attrs = (first, second)
+                else:
+                    attrs = [first, second]
+                    while a is not None:
+                        key, value = a.group(1, 2)
+                        if len(value) < share_len:
+                            attrs.append(pairs_get((key, value)) or share_pair(key, value))
+                        else:
+                            pair: tuple = (intern(key), value)
+                            attrs.append(long_get(pair) or (pair if key in long_full else share_long_pair(pair)))
+                            shareable = False
+                        if key in rewritten_attrs:
+                            rewritten = True
+                        p = a.end()
+                        a = match_attr(text, p, end)
         if root is not None:
             roots.append(len(instrs))
         # `instruction`'s common case inlined (a call per instruction saved): every operand a
-        # bare name, nothing for assembly to resolve.  Anything else goes through `instruction`.
+        # bare name, and computations called by name alone.  Anything else goes through
+        # `instruction` (`operand_names` None), and what assembly must resolve is a RawInstr.
         opcode = intern(opcode)
         inner = operands[1:-1]
-        frozen = tuple(attrs)
-        if shareable:
-            if frozen:
-                frozen = attr_sets_get(frozen) or share_attr_set(frozen)
-        else:  # (made of shared pairs: equal tuples hold the same pairs, hashed once each)
-            found = long_sets_get(frozen)
-            if found is not None:
-                frozen = found
-            elif len(long_sets) < _LONG_SETS:  # (no call: where metadata differs, most miss)
-                long_sets[frozen] = frozen
-        if rewritten:
-            made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
-        elif opcode in literal_opcodes:
-            made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape), (),
-                                   frozen, inner.strip(), line, start - line_start + 1)
+        literal = None
+        if opcode in literal_opcodes:
+            operand_names: tuple | None = ()
+            literal = inner.strip()
         elif "/*" in inner or "[" in inner or "(" in inner or "{" in inner:
-            made = make(root, name, shape, opcode, operands, attrs, rewritten, line, start - line_start + 1)
+            operand_names = None
         elif not inner or inner.isspace():
-            made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape), (),
-                                   frozen, None, line, start - line_start + 1)
-        else:
+            operand_names = ()
+        elif "," in inner:
             # The grammar's OPERAND_LIST matched, and an operand is `/*index=N*/`? (SHAPE _WS1)?
             # NAME: without `/*`, `[` or `(` no operand has a mark or a shape (each SHAPE holds
             # `[` or `(`), so every operand is a bare name, and the text is names (`%` only
             # before one), commas and whitespace.
+            operand_names = tuple(map(intern, inner.replace("%", "").replace(",", " ").split()))
+        else:
+            only = inner.strip()  # one operand (the same as above, for less)
+            operand_names = (intern(only[1:] if only[0] == "%" else only),)
+        called: tuple = ()
+        if rewritten and operand_names is not None:
+            by_name = called_by_name(attrs)
+            if by_name is not None:
+                attrs, called = by_name
+                rewritten = False
+        if rewritten or operand_names is None:
+            made = make(root, name, shape, opcode, operands, list(attrs), rewritten, line, start - line_start + 1)
+        else:
+            frozen = tuple(attrs)
+            if shareable:
+                if frozen:
+                    frozen = attr_sets_get(frozen) or share_attr_set(frozen)
+            else:  # (made of shared pairs: equal tuples hold the same pairs, hashed once each)
+                found = long_sets_get(frozen)
+                if found is not None:
+                    frozen = found
+                elif len(long_sets) < _LONG_SETS:  # (no call: where metadata differs, most miss)
+                    long_sets[frozen] = frozen
             made = new_instruction(intern(name[1:] if name[0] == "%" else name), opcode, parse_shape(shape),
-                                   tuple(map(intern, inner.replace("%", "").replace(",", " ").split())), frozen,
-                                   None, line, start - line_start + 1)
+                                   operand_names, frozen, literal, called, line, start - line_start + 1)
         instrs.append(made)
     close = _CLOSE_RE.match(text, p, end)
     if close is None:
         return None
-    raw = computation_from_head(text[pos:head.end()], instrs, [], head_line, head_column)
-    raw.roots = roots
+    if common:
+        entry, name, param_text, result = head.group(1, 2, 3, 4)
+        params = None if param_text is None else \
+            [(intern(param[1:] if param[0] == "%" else param), param_shape, head_line, head_column)
+             for param, param_shape in fast.common_params(param_text)]
+        raw = RawComputation(intern(name[1:] if name[0] == "%" else name), entry is not None, params, result, [],
+                             instrs, head_line, head_column, roots)
+    else:
+        raw = computation_from_head(text[pos:head.end()], instrs, [], head_line, head_column)
+        raw.roots = roots
     return raw, close.end()
 
 
 class _Fast:
     """The compiled patterns and constructors the reader uses, bound once."""
 
-    __slots__ = ("instruction_head", "attr", "names", "instruction")
+    instruction_head: Callable
+    attr: Callable
+    names: Callable
+    instruction: Callable
+    common_head: Callable
+    common_params: Callable
 
 
 _FAST: _Fast | None = None
@@ -389,16 +480,17 @@ def _bind_fast() -> _Fast:
     fast.instruction_head, fast.attr = instruction_regex().match, attr_regex().match
     fast.names = _names_regex().fullmatch
     fast.instruction = _instruction_maker()
+    fast.common_head, fast.common_params = common_head_regex().match, common_param_regex().findall
     _FAST = fast
     return fast
 
 
-_INSTRUCTION_FIELDS = ("name", "opcode", "shape", "operands", "attrs", "literal", "called", "span")
+_INSTRUCTION_FIELDS: tuple = ("name", "opcode", "shape", "operands", "attrs", "literal", "called", "span")
 
 
 def _instruction_maker():
-    """make(name, opcode, shape, operands, attrs, literal, line, column) -> an ir.Instruction
-    calling nothing and an ir.Span.  A module holds one per instruction and the frozen
+    """make(name, opcode, shape, operands, attrs, literal, called, line, column) -> an
+    ir.Instruction and its ir.Span.  A module holds one per instruction and the frozen
     dataclasses' __init__ sets each field through object.__setattr__: writing the slots
     directly builds both in half the time (a twentieth of reading a module).  Should the
     classes gain a field, their constructors are used instead."""
@@ -409,16 +501,16 @@ def _instruction_maker():
             not hasattr(ir.Instruction, "__slots__") or not hasattr(ir.Span, "__slots__"):
         instruction, span = ir.Instruction, ir.Span
 
-        def make(name, opcode, shape, operands, attrs, literal, line, column):
-            return instruction(name, opcode, shape, operands, attrs, literal, (), span(line, column))
+        def make_by_constructors(name, opcode, shape, operands, attrs, literal, called, line, column):
+            return instruction(name, opcode, shape, operands, attrs, literal, called, span(line, column))
 
-        return make
+        return make_by_constructors
     new, instruction, span = object.__new__, ir.Instruction, ir.Span
     set_name, set_opcode, set_shape, set_operands, set_attrs, set_literal, set_called, set_span = (
         getattr(instruction, f).__set__ for f in _INSTRUCTION_FIELDS)
     set_line, set_column = span.line.__set__, span.column.__set__
 
-    def make(name, opcode, shape, operands, attrs, literal, line, column):
+    def make(name, opcode, shape, operands, attrs, literal, called, line, column):
         where = new(span)
         set_line(where, line)
         set_column(where, column)
@@ -429,7 +521,7 @@ def _instruction_maker():
         set_operands(made, operands)
         set_attrs(made, attrs)
         set_literal(made, literal)
-        set_called(made, ())
+        set_called(made, called)
         set_span(made, where)
         return made
 
@@ -457,13 +549,45 @@ def _section_entry_reader(terminal: str):
     """A reader of one entry of a header table (`3 {file_location_id=2 parent_frame_id=1}`):
     the terminal's own pattern, the entry as (text, line, column).  As a reader, the entries of
     a table are one token (see the lexer), not a token each."""
+    match: Callable | None = None
+
     def read(text: str, pos: int, end: int, line: int, line_start: int):
-        m = terminal_regex(terminal).match(text, pos, end)
+        nonlocal match
+        if match is None:  # (compiled at first use: most texts have no such tables)
+            match = terminal_regex(terminal).match
+        m = match(text, pos, end)
         if m is None:
             return None
         return (m.group(), line, pos - line_start + 1), m.end()
 
     return read
+
+
+@functools.lru_cache(maxsize=None)
+def common_value_regex(terminal: str) -> re.Pattern | None:
+    """The form XLA prints of a large attribute-value terminal, compiled in a fraction of the
+    terminal's time: every value it matches whole, the terminal matches whole (else the
+    terminal decides).  PROGRAM_SHAPE_VALUE (`entry_computation_layout={(f32[2]{0},
+    /*index=1*/s32[])->f32[2]{0}}`, checked once per module): `_common_shape`s.  None for others."""
+    if terminal == "PROGRAM_SHAPE_VALUE":  # "{" _WS0 TUPLE_SHAPE _WS0 "->" _WS0 SHAPE _WS0 "}"
+        return re.compile(f"\\{{{_common_tuple_shape()}->(?:{_common_shape()})\\}}")
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def prefilter(terminal: str) -> re.Pattern | None:
+    """A small pattern that matches wherever `terminal` could (what the terminal's start
+    requires), for the large terminals whose compiled patterns cost milliseconds: the lexer
+    tries them one at a time on a module's first tokens (`HloModule`, the header's attributes
+    and tables), and none of those can be one.  None for other terminals."""
+    ws, name = _WS, pattern("NAME")
+    if terminal in ("INSTRUCTION", "INSTR_HEAD"):  # (ROOT _WS1)? NAME _WS0 "=" ...
+        return re.compile(f"(?:ROOT{ws}+)?{name}{ws}*=")
+    if terminal == "COMPUTATION_HEAD":  # (ENTRY _WS1)? NAME (_WS0 _SIGNATURE)? _WS0 "{", _SIGNATURE: "(" ...
+        return re.compile(f"(?:ENTRY{ws}+)?{name}{ws}*[({{]")
+    if terminal in ("SHAPE", "TUPLE_SHAPE", "ARRAY_SHAPE"):  # ELEMENT_TYPE "[" ... | "(" ...
+        return re.compile(f"{_element_type()}\\[|\\(")
+    return None
 
 
 #: Terminals hlofuse's lexer reads with a function instead of one regular expression.  Where

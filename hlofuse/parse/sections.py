@@ -9,6 +9,12 @@ import re
 from .. import ir
 
 _KV_INT_RE = re.compile(r"([a-z_]+)=(-?[0-9]+)")
+# The entries as JAX prints them (fields in this order, one space apart): read with one match,
+# the fields where `_KV_INT_RE` would find them; any other spelling is read field by field.
+_INT = "(-?[0-9]+)"
+_LOCATION_RE = re.compile(f"{{file_name_id={_INT} function_name_id={_INT} line={_INT} end_line=-?[0-9]+ "
+                          f"column={_INT} end_column=-?[0-9]+}}")
+_FRAME_RE = re.compile(f"{{file_location_id={_INT} parent_frame_id={_INT}}}")
 
 
 def stack_frame_index(sections) -> ir.StackFrameIndex:
@@ -36,6 +42,10 @@ def stack_frame_index(sections) -> ir.StackFrameIndex:
                 except ValueError:
                     value = rest[1:-1]
                 (file_names if kind == "FILE_NAMES" else function_names)[ident] = value
+            elif kind == "FILE_LOCATIONS" and (common := _LOCATION_RE.fullmatch(rest)) is not None:
+                locations[ident] = (int(common[1]), int(common[2]), int(common[3]), int(common[4]))
+            elif kind == "STACK_FRAMES" and (common := _FRAME_RE.fullmatch(rest)) is not None:
+                frames[ident] = (int(common[1]), max(int(common[2]) - 1, 0))  # (see below)
             else:
                 # (the values converted where used: a table holds hundreds of entries, read at
                 # every parse)
