@@ -7,6 +7,7 @@ instructions, operands and parameters decides what later passes see (docs/xla/le
 from __future__ import annotations
 
 import bisect
+from typing import Final
 
 from . import ir
 from .graph import (Graph, Node, _index_of, _parameter_number, absorb_control_dependencies, add_operand,
@@ -120,7 +121,7 @@ def fuse_instruction(fusion: Node, producer: Node) -> Node:
 
 #: Up to this many producer operands, fuse_instruction searches the fusion's operands once
 #: per operand instead of indexing them all.
-_FEW_OPERANDS = 8
+_FEW_OPERANDS: Final = 8
 
 
 def merge_fusion(consumer: Node, producer: Node) -> Node:

@@ -36,12 +36,15 @@ else:
         """mypy_extensions.mypyc_attr without that package: a no-op outside mypyc."""
         return lambda cls: cls
 
-#: The modules compiled: what cProfile shows hottest in the three pipelines' replays (graph
-#: edits, fusion primitives, structure keys, the cost models, the rule and pass loops).  No
+#: The modules compiled: what cProfile shows hottest in the three pipelines' replays (shapes
+#: and instructions, graph edits, fusion primitives, structure keys, the cost models, the rule
+#: and pass loops; the cycle check every Program.from_module makes).  No
 #: package __init__: mypyc gives a compiled package the folder of its shared library as path.
 #: (A compiled rule function keeps no docstring or source line: the registry reads them from
 #: the source, hlofuse.rules._doc_and_place.)
 MODULES = (
+    "hlofuse.ir",
+    "hlofuse.cycles",
     "hlofuse.graph",
     "hlofuse.names",
     "hlofuse.fusion_primitives",
@@ -54,6 +57,7 @@ MODULES = (
     "hlofuse.cost.legacy",
     "hlofuse.gpu.heroes",
     "hlofuse.gpu.fusible",
+    "hlofuse.rules.evaluation",
     "hlofuse.rules.instruction_facts",
     "hlofuse.rules.instruction_fusion",
     "hlofuse.rules.gpu_instruction_fusion",
