@@ -137,6 +137,8 @@ def merge_fusion(consumer: Node, producer: Node) -> Node:
     _bind_once(consumer, producer)
     body = consumer.fused
     inner = producer.fused
+    if body is None or inner is None:  # (and, compiled, both are Graphs below: read directly)
+        raise ValueError(f"merging {producer.name} into {consumer.name}: both must be fusions")
     index = consumer.operand_index(producer)
     target = body.parameters[index]
     operands = consumer.operands
@@ -158,7 +160,7 @@ def merge_fusion(consumer: Node, producer: Node) -> Node:
             return _new_parameter(consumer, outer)
         return body.parameters[i]
 
-    for node in reversed(order):
+    for node in order[::-1]:  # (a list, not reversed(): compiled, its items are read as Nodes)
         if node.opcode == "parameter":
             continue
         for op in node.operands:

@@ -218,6 +218,8 @@ class Graph:
     # -- editing --------------------------------------------------------------------------
     def add(self, node: Node, *, unique_name: bool = True) -> Node:
         program = self.program
+        if program is None:  # (and, compiled, `program` is a Program below: its counters are read directly)
+            raise ValueError(f"computation {self.name} belongs to no program: {node.name} cannot be added")
         if unique_name:
             node.name = name = program.instruction_names.get(node.name)
         else:
