@@ -7,6 +7,7 @@ instructions, operands and parameters decides what later passes see (docs/xla/le
 from __future__ import annotations
 
 import bisect
+from typing import Final
 
 from . import ir
 from .graph import (Graph, Node, _index_of, _parameter_number, absorb_control_dependencies, add_operand,
@@ -120,7 +121,7 @@ def fuse_instruction(fusion: Node, producer: Node) -> Node:
 
 #: Up to this many producer operands, fuse_instruction searches the fusion's operands once
 #: per operand instead of indexing them all.
-_FEW_OPERANDS = 8
+_FEW_OPERANDS: Final = 8
 
 
 def merge_fusion(consumer: Node, producer: Node) -> Node:
@@ -136,6 +137,8 @@ def merge_fusion(consumer: Node, producer: Node) -> Node:
     _bind_once(consumer, producer)
     body = consumer.fused
     inner = producer.fused
+    if body is None or inner is None:  # (and, compiled, both are Graphs below: read directly)
+        raise ValueError(f"merging {producer.name} into {consumer.name}: both must be fusions")
     index = consumer.operand_index(producer)
     target = body.parameters[index]
     operands = consumer.operands
@@ -157,7 +160,7 @@ def merge_fusion(consumer: Node, producer: Node) -> Node:
             return _new_parameter(consumer, outer)
         return body.parameters[i]
 
-    for node in reversed(order):
+    for node in order[::-1]:  # (a list, not reversed(): compiled, its items are read as Nodes)
         if node.opcode == "parameter":
             continue
         for op in node.operands:

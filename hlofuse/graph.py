@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import operator
-from typing import Iterable, Iterator
+from typing import Final, Iterable, Iterator
 
 from .native import mypyc_attr
 from . import attributes, ir
@@ -218,6 +218,8 @@ class Graph:
     # -- editing --------------------------------------------------------------------------
     def add(self, node: Node, *, unique_name: bool = True) -> Node:
         program = self.program
+        if program is None:  # (and, compiled, `program` is a Program below: its counters are read directly)
+            raise ValueError(f"computation {self.name} belongs to no program: {node.name} cannot be added")
         if unique_name:
             node.name = name = program.instruction_names.get(node.name)
         else:
@@ -415,7 +417,7 @@ def _add_user(operand: Node, user: Node) -> None:
 
 #: Above this many users a node keeps the positions of its users (a constant or broadcast
 #: shared by a whole model has thousands, and every fusion removes one of them).
-_MANY_USERS = 64
+_MANY_USERS: Final = 64
 
 
 def _remove_user(operand: Node, user: Node) -> None:
@@ -500,14 +502,14 @@ def replace_operand(node: Node, old: Node, new: Node) -> None:
 #: Above this many operands a node's operand positions are remembered between replacements
 #: (an output tuple holds thousands, and every fusion of one of them replaces it there: a
 #: search per replacement made that quadratic in the module's size).
-_WIDE_OPERANDS = 64
+_WIDE_OPERANDS: Final = 64
 
 
 def _replace_wide_operand(node: Node, old: Node, new: Node) -> None:
     """replace_operand for a wide node: positions by operand identity, kept by the program
     for the node's current edit count (any other edit of its operands bumps that count, and
     the positions are read again from the list)."""
-    remembered = node.graph.program.__dict__.setdefault("_operand_positions", {})
+    remembered = node.graph.program.operand_positions
     entry = remembered.get(node.uid)
     operands = node.operands
     if entry is not None and entry[0] is node and entry[1] == node.edits:
@@ -570,9 +572,10 @@ class ProgramMemo:
         self.structures: dict[tuple, int] = {}
 
 
-@mypyc_attr(native_class=False)
 class Program:
-    """A module being rewritten: its graphs (computations), entry, and name tables."""
+    """A module being rewritten: its graphs (computations), entry, and name tables.  Every
+    attribute is declared here (a native class when compiled: the graph edits read its counters
+    directly), including the bookkeeping the passes keep per program."""
 
     def __init__(self, name: str):
         self.name = name
@@ -603,6 +606,14 @@ class Program:
         #: The pipeline's explainer of this (fused) program's kernel boundaries, made on the
         #: first question (passes/cpu.explain_boundary) for the replay context it answers for.
         self.boundary_explainer: object | None = None
+        #: graph name -> (graph, its version, names of the graphs it calls), for graph_order.
+        self.callees: dict[str, tuple[Graph, int, list[str]]] = {}
+        #: node uid -> (node, its edit count, id(operand) -> positions), for wide nodes' edits.
+        self.operand_positions: dict[int, tuple[Node, int, dict[int, list[int]]]] = {}
+        #: graph name -> (graph, version) of fused computations CSE (passes/cleanup) left with
+        #: nothing to merge, and of computations DCE left with nothing to remove.
+        self.cse_clean: dict[str, tuple[Graph, int]] = {}
+        self.dce_clean: dict[str, tuple[Graph, int]] = {}
 
     def next_uid(self) -> int:
         self._uid += 1
@@ -647,8 +658,10 @@ class Program:
         self.boundary_explainer = None
         self.graphs = {}
         self.entry = None
-        self.__dict__.pop("_callees", None)
-        self.__dict__.pop("_operand_positions", None)
+        self.callees = {}
+        self.operand_positions = {}
+        self.cse_clean = {}
+        self.dce_clean = {}
         self.answers = None
 
     def add_graph(self, graph: Graph, *, unique_name: bool = True) -> Graph:
@@ -680,7 +693,7 @@ class Program:
         order: list[Graph] = []
         seen: set[str] = set()
 
-        cache = self.__dict__.setdefault("_callees", {})
+        cache = self.callees
 
         for start in list(self.graphs.values()):
             if start.name in seen:
@@ -699,7 +712,7 @@ class Program:
                     order.append(g)
         return order
 
-    def _called_graphs(self, g: Graph, cache: dict) -> list[Graph]:
+    def _called_graphs(self, g: Graph, cache: dict[str, tuple[Graph, int, list[str]]]) -> list[Graph]:
         """The graphs `g` calls or fuses, remembered in `cache` per version of `g` (passes ask
         for the order often, most graphs unchanged).  A method, not a closure: mypyc compiles
         no closures in a class that stays a Python class (hlofuse.native)."""
@@ -877,7 +890,7 @@ def _bind_instruction_maker():
 # the fused module names only instructions that exist (and prints back).
 
 #: The attribute that holds an instruction's control predecessors.
-CONTROL = "control-predecessors"
+CONTROL: Final = "control-predecessors"
 
 
 def set_control_predecessors(node: Node, preds: Iterable[Node]) -> None:

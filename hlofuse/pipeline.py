@@ -18,7 +18,7 @@ from .collector import collector_paused
 from .device import DeviceSpec, load_gpu
 from .errors import InputError
 from .graph import Graph, Node, Program
-from .rules import evaluate
+from .rules import Outcome, evaluate
 from .verify import verify
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class Context:
         return outcome
 
 
-def decision_from(pass_name: str, producer: Node, consumer: Node, outcome) -> Decision:
+def decision_from(pass_name: str, producer: Node, consumer: Node, outcome: Outcome) -> Decision:
     """The Decision for one candidate pair from the rules' Outcome: fused, relaxed (fused only
     because the user relaxed a rule that objected), or blocked with the rule's facts.
     (Built with positional fields: hundreds of thousands are made on a large module.)"""
@@ -123,7 +123,7 @@ def decision_from(pass_name: str, producer: Node, consumer: Node, outcome) -> De
                     dict(outcome.facts), relaxed, computation, producer.members(), consumer.members(), source)
 
 
-def _reasons(rule, outcome) -> tuple[str, str | None]:
+def _reasons(rule, outcome: Outcome) -> tuple[str, str | None]:
     """Our sentence and XLA's for a refusal; the last outcome's are remembered, since a
     producer refused for all its users (fusion merger) yields one Decision per user."""
     if _last_reasons[0] is outcome:

@@ -19,16 +19,18 @@ never reads (convolutions, collectives, custom calls, rng, ...) are not checked.
 
 from __future__ import annotations
 
+from typing import Final
+
 from . import ir
 from .attributes import int_list
 from .errors import HloVerifierError
 from .opcodes import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
 
-_FLOATS = ir.FLOAT_TYPES
-_INT64_MAX = 2**63 - 1
+_FLOATS: Final = ir.FLOAT_TYPES
+_INT64_MAX: Final = 2**63 - 1
 #: Shapes whose size passed, by id (the value keeps the object alive, so its id is not reused).
 _SIZED: dict[int, ir.Shape] = {}
-_COMPLEX_PART = {"c64": "f32", "c128": "f64"}
+_COMPLEX_PART: Final = {"c64": "f32", "c128": "f64"}
 
 
 def verify(module: ir.Module) -> None:

@@ -115,6 +115,57 @@ def test_this_process_uses_the_compiled_core_when_it_is_built():
     assert hlofuse.parse.reader.__file__.endswith(SUFFIX) and hlofuse.validate.__file__.endswith(SUFFIX)
 
 
+def test_rule_evaluation_comes_compiled_with_the_core():
+    """Every pass evaluates rules per candidate pair: with the core in use that is compiled
+    (its Outcome a native class, no interpreter between the passes and the rules)."""
+    if native.why_not_compiled() is not None:
+        pytest.skip(f"compiled core not in use: {native.why_not_compiled()}")
+    import hlofuse.rules
+    import hlofuse.rules.evaluation
+
+    assert hlofuse.rules.evaluation.__file__.endswith(SUFFIX)
+    assert hlofuse.rules.evaluate is hlofuse.rules.evaluation.evaluate
+    assert not hasattr(hlofuse.rules.Outcome(None, {}, ()), "__dict__")
+
+
+def test_ir_is_not_compiled_every_process_imports_it():
+    """hlofuse.ir stays a Python module: compiled, `import hlofuse` would load the whole core's
+    library, 1.5 MB more for a process that only reads HLO (a 12 MB module then took more than
+    6x its size to read)."""
+    assert "hlofuse.ir" not in native.MODULES and "hlofuse.cycles" not in native.MODULES
+    assert not hlofuse.ir.__file__.endswith(SUFFIX)
+
+
+def test_computations_and_modules_remember_their_lookups():
+    """A computation's by_name, users, post order and parameters, and a module's by_name,
+    callers, fused computations and computation order, are computed once.  (Guards a trap met
+    compiling ir: mypyc turns functools.cached_property into a plain property, and validating
+    a 12 MB module then rebuilt by_name for every instruction, 10x the parse.)"""
+    module = hlofuse.loads(_SMALL_MODULE)
+    comp = module.entry
+    for name in ("by_name", "users", "post_order", "parameters"):
+        assert getattr(comp, name) is getattr(comp, name), name
+    for name in ("by_name", "callers", "fusion_computations", "computation_post_order"):
+        assert getattr(module, name) is getattr(module, name), name
+    assert [i.name for i in comp.post_order] == ["a", "b", "f", "t"] and comp.users["a"] == ("f",)
+    assert module.role("fused") == "fusion" and [c.name for c in module.computation_post_order] == ["fused", "e"]
+
+
+_SMALL_MODULE = """HloModule m
+
+fused {
+  p0 = f32[8,4]{1,0} parameter(0)
+  ROOT n = f32[8,4]{1,0} negate(p0)
+}
+
+ENTRY e {
+  a = f32[8,4]{0,1} parameter(0)
+  b = (f32[8,4]{1,0}, s32[]) parameter(1)
+  f = f32[8,4]{1,0} fusion(a), kind=kLoop, calls=fused, metadata={op_name="jit(f)/neg" source_file="x.py" source_line=3}
+  ROOT t = (f32[8,4]{1,0}, (f32[8,4]{1,0}, s32[])) tuple(f, b)
+}
+"""
+
 def _fingerprint(tmp_path: Path, name: str, pure: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])

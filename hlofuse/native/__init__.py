@@ -37,7 +37,10 @@ else:
         return lambda cls: cls
 
 #: The modules compiled: what cProfile shows hottest in the three pipelines' replays (graph
-#: edits, fusion primitives, structure keys, the cost models, the rule and pass loops).  No
+#: edits, fusion primitives, structure keys, the cost models, rule evaluation, the rule and
+#: pass loops).  Not hlofuse.ir, though the passes ask shapes millions of questions: every
+#: process imports it, and a compiled ir loads the whole core's library (and its constants)
+#: at `import hlofuse`, 1.5 MB more, which put reading a 12 MB module over 6x its size.  No
 #: package __init__: mypyc gives a compiled package the folder of its shared library as path.
 #: (A compiled rule function keeps no docstring or source line: the registry reads them from
 #: the source, hlofuse.rules._doc_and_place.)
@@ -54,6 +57,7 @@ MODULES = (
     "hlofuse.cost.legacy",
     "hlofuse.gpu.heroes",
     "hlofuse.gpu.fusible",
+    "hlofuse.rules.evaluation",
     "hlofuse.rules.instruction_facts",
     "hlofuse.rules.instruction_fusion",
     "hlofuse.rules.gpu_instruction_fusion",

@@ -9,7 +9,8 @@ exits 0: hlofuse then runs its Python modules, with the same results.
 The sources are compiled as they are.  mypy's complaints are not errors here (mypyc is given
 `ignore_errors`), but mypyc checks every annotation at run time, so an annotation in a compiled
 module must say what the value really is.  C files and mypy's cache go to a private temporary
-folder, never into the package.
+folder, never into the package (`--keep-c DIR` copies the C files out, to read what mypyc made
+of a function).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def clean() -> None:
         path.unlink()
 
 
-def build(quiet: bool = True) -> None:
+def build(quiet: bool = True, keep_c: Path | None = None) -> None:
     from mypyc.build import mypycify
     from setuptools import Distribution
 
@@ -85,6 +86,8 @@ def build(quiet: bool = True) -> None:
                 compile_all()
         finally:
             os.chdir(cwd)
+        if keep_c is not None:  # to read what mypyc made of a function (generic or direct access)
+            shutil.copytree(Path(scratch, "c"), keep_c, dirs_exist_ok=True)
         # sources edited while compiling: not recorded, so the next start ignores the build
         if any(digest(p) != digests[m] for m, p in sources.items()):
             raise RuntimeError("a source changed during the build; run it again")
@@ -124,6 +127,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clean", action="store_true", help="remove the compiled core")
     parser.add_argument("--verbose", action="store_true", help="show the compiler's output")
+    parser.add_argument("--keep-c", type=Path, metavar="DIR", help="also copy the generated C files to DIR")
     args = parser.parse_args(argv)
     if args.clean:
         clean()
@@ -133,7 +137,7 @@ def main(argv=None) -> int:
         print(f"hlofuse: compiled core not built ({lacking}); the Python modules are used", file=sys.stderr)
         return 0
     try:
-        build(quiet=not args.verbose)
+        build(quiet=not args.verbose, keep_c=args.keep_c.resolve() if args.keep_c else None)
     except Exception as err:  # a failed build leaves the Python modules in use, as before
         clean()
         print(f"hlofuse: compiled core not built ({type(err).__name__}: {err}); the Python modules are used",

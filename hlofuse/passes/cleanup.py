@@ -65,7 +65,7 @@ def cse_fusion_computations(program: Program, ctx: Context | None = None) -> boo
     """Merge identical instructions (same opcode, layout-sensitive shape, operands and
     attributes) inside every fusion computation."""
     changed = False
-    clean = program.__dict__.setdefault("_cse_clean", {})
+    clean = program.cse_clean
     for graph in list(program.graphs.values()):
         if graph.is_fusion_body and clean.get(graph.name) != (graph, graph.version):
             changed |= cse_graph(graph)
@@ -129,7 +129,7 @@ def dce(program: Program, ctx: Context | None = None) -> bool:
     instructions no one uses (not roots, not parameters, no side effects); then computations
     the entry no longer reaches (fused computations of fusions merged away)."""
     changed = False
-    clean = program.__dict__.setdefault("_dce_clean", {})
+    clean = program.dce_clean
     again = True
     while again:  # a fusion that drops outputs may drop operands, and their producers die
         again = False

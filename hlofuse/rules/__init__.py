@@ -26,10 +26,12 @@ import inspect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import NotRelaxable, UnknownRuleRef
+# Asking rules (XLA's FusionDecision semantics) lives in its own module, which the compiled
+# core compiles; it is part of this package's interface.
+from .evaluation import Outcome, evaluate, objection  # noqa: F401
 
 #: The XLA commits rule references are pinned to, per pipeline.
 XLA_COMMITS = {
@@ -234,7 +236,7 @@ def resolve_relax(refs: Iterable[str], pipeline: str | None = None) -> frozenset
 
 
 # ------------------------------------------------------------------------------------------
-# Evaluating rules (XLA's FusionDecision semantics)
+# What rules are asked about (evaluation.py asks them, with XLA's FusionDecision semantics)
 # ------------------------------------------------------------------------------------------
 
 
@@ -275,65 +277,3 @@ def _fact_names(cls: type) -> list[str]:
     for klass in reversed(cls.__mro__):
         names += [n for n in klass.__dict__.get("__slots__", ()) if n not in ("producer", "consumer", "ctx", "memo")]
     return names
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """The result of asking rules about a candidate: `blocked_by` is None when it may fuse."""
-
-    blocked_by: Rule | None
-    facts: Mapping[str, Any]
-    relaxed: tuple[str, ...]
-
-    @property
-    def allowed(self) -> bool:
-        return self.blocked_by is None
-
-
-def evaluate(rule_ids: Sequence[str], candidate: Candidate, relaxed: frozenset[str] = frozenset()) -> Outcome:
-    """Ask rules in order; the first objection not relaxed decides (XLA's `FusionDecision::All`)."""
-    compiled = _compiled.get(id(rule_ids))
-    if compiled is None or compiled[0] is not rule_ids:
-        compiled = _compile(rule_ids)
-    relaxed_hits: list[str] | None = None
-    for rid, check, r in compiled[1]:
-        facts = check(candidate)
-        if facts is None:
-            continue
-        if rid in relaxed:
-            if relaxed_hits is None:
-                relaxed_hits = []
-            relaxed_hits.append(rid)
-            continue
-        return Outcome(r, dict(facts), tuple(relaxed_hits) if relaxed_hits else ())
-    return Outcome(None, _NO_FACTS, tuple(relaxed_hits)) if relaxed_hits else _ALLOWED
-
-
-#: Rule lists already asked (passes ask the same few lists again and again), by identity
-#: (id → (the tuple itself, its (id, check, rule) triples)) and, for lists built anew per
-#: question, by value.
-_compiled: dict[int, tuple] = {}
-_compiled_by_value: dict[tuple, tuple] = {}
-
-
-def _compile(rule_ids: Sequence[str]) -> tuple:
-    key = rule_ids if type(rule_ids) is tuple else tuple(rule_ids)
-    found = _compiled_by_value.get(key)
-    if found is None:
-        found = _compiled_by_value[key] = (key, tuple((rid, REGISTRY[rid].check, REGISTRY[rid]) for rid in key))
-    if key is rule_ids:  # a list may be edited later: only tuples are remembered by identity
-        if len(_compiled) > 1024:  # callers that build a new tuple per question
-            _compiled.clear()
-        _compiled[id(rule_ids)] = (rule_ids, found[1])
-    return found
-
-
-#: The answer to most questions (asked hundreds of thousands of times on a large module): one
-#: shared, read-only value.
-_NO_FACTS: Mapping[str, Any] = MappingProxyType({})
-_ALLOWED = Outcome(None, _NO_FACTS, ())
-
-
-def objection(**facts: Any) -> dict:
-    """What a rule returns when it objects: the facts its message is built from."""
-    return facts

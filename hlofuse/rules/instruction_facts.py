@@ -11,7 +11,7 @@ xla/hlo/analysis/alias_info.cc, xla/service/fusion_node_indexing_evaluation.cc a
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .. import attributes, ir
 from ..graph import graph_cache
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..graph import Node
 
 #: HloInstruction::IsOpElementwise (X0102).
-ELEMENTWISE_OPCODES = frozenset({
+ELEMENTWISE_OPCODES: Final = frozenset({
     # unary
     "abs", "acos", "acosh", "asin", "asinh", "atanh", "round-nearest-afz", "round-nearest-even",
     "ceil", "count-leading-zeros", "convert", "bitcast-convert", "copy", "cosine", "cosh", "erf",
@@ -37,18 +37,18 @@ ELEMENTWISE_OPCODES = frozenset({
 
 #: Callers whose computations are "embedded" (GetInstructionCallContext == kEmbedded): their
 #: bodies are scalar lambdas (reducers, comparators, scatter combiners), never fused.
-EMBEDDED_CALLERS = frozenset({
+EMBEDDED_CALLERS: Final = frozenset({
     "all-reduce", "reduce-scatter", "all-reduce-start", "map", "reduce", "reduce-window", "scan",
     "scatter", "select-and-scatter", "sort", "fusion", "custom-call",
 })  # not topk: XLA gives it no call context, so its comparator is fused like any computation
 
 #: ElementalIrEmitter::OpInvalidatesCache: ops whose elemental code cannot reuse the cache.
-CACHE_INVALIDATING_OPCODES = frozenset({
+CACHE_INVALIDATING_OPCODES: Final = frozenset({
     "concatenate", "dot", "dynamic-update-slice", "pad", "reduce", "reduce-window",
 })
 
 #: FusionNodeIndexingEvaluation::kAllowedCodeDuplication.
-ALLOWED_CODE_DUPLICATION = 15
+ALLOWED_CODE_DUPLICATION: Final = 15
 
 
 def is_elementwise(node: "Node", operand_index: int | None = None) -> bool:
@@ -90,7 +90,7 @@ def _fusion_elementwise_on(fusion: "Node", index: int) -> bool:
     return True
 
 
-_ALWAYS_SIDE_EFFECTING = frozenset({
+_ALWAYS_SIDE_EFFECTING: Final = frozenset({
     "send", "send-done", "recv", "recv-done", "rng", "rng-get-and-update-state", "infeed",
     "outfeed", "all-reduce-start", "all-reduce-done", "all-gather-start", "all-gather-done",
     "collective-broadcast", "collective-permute-start", "collective-permute-done",

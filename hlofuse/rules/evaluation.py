@@ -1,0 +1,91 @@
+"""Asking rules about a candidate pair, with XLA's FusionDecision semantics: the rules of a
+list are asked in order, the first objection that is not relaxed decides, relaxed objections
+are noted and the asking goes on (`FusionDecision::All`).
+
+Its own module, apart from the registry (rules/__init__.py re-exports it), so that the compiled
+core (hlofuse.native) can compile it: every pass asks it for every candidate pair, hundreds of
+thousands of times on a large module, and the passes that call it are compiled too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, Mapping, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from . import Candidate, Rule
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Outcome:
+    """The result of asking rules about a candidate: `blocked_by` is None when it may fuse.
+    (Its own `__init__`: compiled, the one dataclasses writes for a frozen class would be the
+    interpreter's; this one stores the fields directly.)"""
+
+    blocked_by: Rule | None
+    facts: Mapping[str, Any]
+    relaxed: tuple[str, ...]
+
+    def __init__(self, blocked_by: Rule | None, facts: Mapping[str, Any], relaxed: tuple[str, ...]) -> None:
+        object.__setattr__(self, "blocked_by", blocked_by)
+        object.__setattr__(self, "facts", facts)
+        object.__setattr__(self, "relaxed", relaxed)
+
+    def __reduce__(self) -> tuple:
+        return Outcome, (self.blocked_by, self.facts, self.relaxed)
+
+    @property
+    def allowed(self) -> bool:
+        return self.blocked_by is None
+
+
+def evaluate(rule_ids: Sequence[str], candidate: Candidate, relaxed: frozenset[str] = frozenset()) -> Outcome:
+    """Ask rules in order; the first objection not relaxed decides (XLA's `FusionDecision::All`)."""
+    compiled = _compiled.get(id(rule_ids))
+    if compiled is None or compiled[0] is not rule_ids:
+        compiled = _compile(rule_ids)
+    relaxed_hits: list[str] | None = None
+    for rid, check, r in compiled[1]:
+        facts = check(candidate)
+        if facts is None:
+            continue
+        if rid in relaxed:
+            if relaxed_hits is None:
+                relaxed_hits = []
+            relaxed_hits.append(rid)
+            continue
+        return Outcome(r, dict(facts), tuple(relaxed_hits) if relaxed_hits else ())
+    return Outcome(None, _NO_FACTS, tuple(relaxed_hits)) if relaxed_hits else _ALLOWED
+
+
+#: Rule lists already asked (passes ask the same few lists again and again), by identity
+#: (id → (the tuple itself, its (id, check, rule) triples)) and, for lists built anew per
+#: question, by value.
+_compiled: dict[int, tuple[Any, tuple[tuple[str, Any, Any], ...]]] = {}
+_compiled_by_value: dict[tuple, tuple[Any, tuple[tuple[str, Any, Any], ...]]] = {}
+
+
+def _compile(rule_ids: Sequence[str]) -> tuple[Any, tuple[tuple[str, Any, Any], ...]]:
+    from . import REGISTRY
+
+    key = rule_ids if type(rule_ids) is tuple else tuple(rule_ids)
+    found = _compiled_by_value.get(key)
+    if found is None:
+        found = _compiled_by_value[key] = (key, tuple((rid, REGISTRY[rid].check, REGISTRY[rid]) for rid in key))
+    if key is rule_ids:  # a list may be edited later: only tuples are remembered by identity
+        if len(_compiled) > 1024:  # callers that build a new tuple per question
+            _compiled.clear()
+        _compiled[id(rule_ids)] = (rule_ids, found[1])
+    return found
+
+
+#: The answer to most questions (asked hundreds of thousands of times on a large module): one
+#: shared, read-only value.
+_NO_FACTS: Final[Mapping[str, Any]] = MappingProxyType({})
+_ALLOWED: Final = Outcome(None, _NO_FACTS, ())
+
+
+def objection(**facts: Any) -> dict:
+    """What a rule returns when it objects: the facts its message is built from."""
+    return facts
