@@ -63,6 +63,21 @@ MODULES = (
     "hlofuse.passes.cleanup",
     "hlofuse.passes.instruction_fusion",
     "hlofuse.passes.priority_fusion",
+    "hlofuse.passes.cpu",
+    "hlofuse.passes.legacy",
+    "hlofuse.passes.gpu_instruction_fusion",
+    "hlofuse.passes.fusion_merger",
+    "hlofuse.passes.multi_output_fusion",
+    "hlofuse.passes.horizontal_fusion",
+    "hlofuse.gpu.budget",
+    "hlofuse.gpu.emitter",
+    "hlofuse.gpu.properties",
+    "hlofuse.gpu.transposes",
+    "hlofuse.gpu.shapes",
+    "hlofuse.gpu.reductions",
+    "hlofuse.rules.fusion_merger",
+    "hlofuse.rules.multi_output_fusion",
+    "hlofuse.rules.horizontal_fusion",
 )
 
 #: mypyc's shared library of the build (every compiled module's code), in this folder.
