@@ -215,6 +215,7 @@ ENTRY e {
     assert "custom call" in found.reason
 
 
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
 @pytest.mark.parametrize("program", ["cartpole_a_rng", "cartpole_d_unroll10", "adam_update"])
 def test_multi_output_fusion_reachability_stays_exact(program, monkeypatch):
     """MultiOutputFusion's Reachability raises levels only along new edges (Reachability.fused);

@@ -409,6 +409,28 @@ ENTRY e {
     assert after[:2] == before[:2] and after[2] == pair_key(get("a"), get("m"))[2] == ("P", 1)
 
 
+def test_a_kept_node_key_follows_an_attribute_edited_in_place():
+    """Node.set_attr edits the attribute list in place (no edit count changes): a key kept in
+    `known` is made anew, and equals the key of a node that has that attribute from the start."""
+    from hlofuse.cost.structure import node_key
+
+    program = Program.from_module(hlofuse.loads("""
+ENTRY e {
+  p = f32[8,16] parameter(0)
+  a = f32[8,16] reverse(p), dimensions={0}
+  b = f32[8,16] reverse(p), dimensions={0}
+  c = f32[8,16] reverse(p), dimensions={1}
+  ROOT t = (f32[8,16], f32[8,16], f32[8,16]) tuple(a, b, c)
+}"""))
+    get = program.entry.get
+    known: dict = {}
+    assert node_key(get("a"), known) == node_key(get("b"), known) != node_key(get("c"), known)
+    get("b").set_attr("dimensions", "{1}")
+    assert node_key(get("b"), known) == node_key(get("c"), known) != node_key(get("a"), known)
+    get("b").set_attr("dimensions", "{0}")
+    assert node_key(get("b"), known) == node_key(get("a"), known)
+
+
 @pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
 def test_fusion_cost_properties_remembered_by_structure_equal_the_ones_computed_afresh(monkeypatch):
     """A fusion's cost properties and utilisations answered from the analysis's memo by body

@@ -41,6 +41,7 @@ def _cpu_inputs() -> list:
     return modules
 
 
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
 def test_cpu_in_place_rules_are_asked_only_of_consumers_that_update_in_place(monkeypatch):
     from hlofuse.rules import cpu as rc
 

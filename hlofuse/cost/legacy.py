@@ -44,6 +44,7 @@ from ..gpu.transposes import tiled_transpose, transposes_minor_dimension
 from .analysis import GpuHloCostAnalysis, _shape_facts, shape_size
 from .durations import f32, from_microseconds, from_nanoseconds, from_seconds
 from .profiles import profile_for
+from .structure import pair_key
 
 #: kKernelLaunchOverhead: 1 µs per kernel launch.
 KERNEL_LAUNCH_OVERHEAD = from_microseconds(1)
@@ -123,7 +124,9 @@ class LegacyCostAnalysis(GpuHloCostAnalysis):
     get-tuple-element (each leaf size times its utilisation), not the tuple's index table."""
 
     def __init__(self, profile):
-        super().__init__(profile)
+        # by structure: the tuple-parameter bytes below are a function of the body too (which
+        # get-tuple-elements read which leaf), so the edited properties can be shared
+        super().__init__(profile, by_structure=True)
         self._versions: dict[int, int] = {}
 
     def properties(self, node: Node):
@@ -195,6 +198,11 @@ class LegacyPerformanceModel:
         self._per_block = f32(f32(device.clock_rate_ghz * 1.0e9) * 32)  # memory_transactions_per_clock
         #: blocks → f32(blocks × per-block bandwidth), the cap of _adjust (few distinct values).
         self._block_caps: dict[int, float] = {}
+        #: estimate_run_time_terms' answers by the structure of the producer and its consumers
+        #: (hlofuse.cost.structure), with the structure keys already made (by uid)
+        self._terms: dict[tuple, RunTimeTerms] = {}
+        self._node_keys: dict = {}
+        self._keyed: Program | None = None  # the program those keys are of
 
     # -- device ---------------------------------------------------------------------------
     @property
@@ -375,7 +383,30 @@ class LegacyPerformanceModel:
     def estimate_run_time_terms(self, producer: Node, consumers: list[Node],
                                 multi_output: bool = False) -> "RunTimeTerms":
         """EstimateRunTimes with the sums it is made of, so that a refusal can name its terms
-        (cost/terms.py) without the model pricing every kernel a second time."""
+        (cost/terms.py) without the model pricing every kernel a second time.
+
+        Remembered by structure: every number here is a function of what the kernels compute
+        (the producer's and each consumer's opcode, shapes, attributes and fused body) and of
+        how they are wired (which consumer operand is the producer, or one of its outputs, or
+        one of its operands: the pair keys), and the layers of a model ask the same question
+        once per layer.  (The cost analysis behind it keeps an unfused instruction's properties
+        as first computed, but those depend only on its own and its operands' shapes, which a
+        node keeps; a fusion's are recomputed whenever its body changed.)"""
+        graph = producer.graph
+        program = graph.program if graph is not None else None
+        if self._keyed is None:
+            self._keyed = program
+        if program is None or program is not self._keyed:  # (structure keys are made by uid: one program)
+            return self._estimate_run_time_terms(producer, consumers, multi_output)
+        key = (multi_output, tuple(pair_key(producer, consumer, self._node_keys) for consumer in consumers))
+        found = self._terms.get(key)
+        if found is None:
+            if len(self._terms) > 65536:
+                self._terms.clear()
+            found = self._terms[key] = self._estimate_run_time_terms(producer, consumers, multi_output)
+        return found
+
+    def _estimate_run_time_terms(self, producer: Node, consumers: list[Node], multi_output: bool) -> "RunTimeTerms":
         producer_data = self.run_time(producer)
         read_back = 0
         unfused = KERNEL_LAUNCH_OVERHEAD * (len(consumers) + 1) + producer_data.exec_time

@@ -38,15 +38,17 @@ def node_key(node: "Node", known: dict | None = None) -> tuple | int:
     if known is None:
         return _node_key(node)
     body = node.fused
-    state = (node.edits, body, body.version if body is not None else -1, tuple(node.attrs))
+    version = body.version if body is not None else -1
     found = known.get(node.uid)
-    if found is not None and found[0] == state:
-        return found[1]
+    # (compared field by field: asked hundreds of thousands of times, mostly answered here)
+    if found is not None and found[0] == node.edits and found[1] is body and found[2] == version \
+            and found[3] == node.attrs:
+        return found[4]
     numbers = known.get(_NUMBERS)
     if numbers is None:
         numbers = known[_NUMBERS] = {}
     key = numbers.setdefault(_node_key(node), len(numbers))
-    known[node.uid] = (state, key)
+    known[node.uid] = (node.edits, body, version, list(node.attrs), key)  # (a copy: attrs are edited in place)
     return key
 
 

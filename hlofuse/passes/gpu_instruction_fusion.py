@@ -18,6 +18,7 @@ with its own operand-reuse cache, as XLA's two pass objects have.
 from __future__ import annotations
 
 from ..gpu import gpu_config
+from ..gpu.config import GpuConfig
 from ..gpu.fusible import choose_fusion_kind, fusible_computations
 from ..gpu.properties import is_expensive_gpu
 from ..rules.gpu_instruction_fusion import should_fuse_rules
@@ -32,7 +33,7 @@ class GpuFusionPolicy(FusionPolicy):
 
     def __init__(self, may_duplicate: bool):
         super().__init__(may_duplicate)
-        self.cfg = None
+        self.cfg: GpuConfig | None = None  # set by start_run
 
     def computations(self, program):
         fusible = {g.name for g in fusible_computations(program, self.cfg)}

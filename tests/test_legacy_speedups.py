@@ -1,0 +1,110 @@
+"""What the legacy XLA:GPU cost model remembers by structure (hlofuse.cost.structure) must be
+the answer computed afresh for the very nodes asked about: each test asks the shortcut and the
+long way and compares them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import hlofuse
+from hlofuse.cost import legacy as cost_legacy
+from hlofuse.cost.analysis import GpuHloCostAnalysis
+from hlofuse.cost.profiles import profile_for
+from hlofuse.gpu import gpu_config
+from hlofuse.graph import Program
+from hlofuse.pipeline import Options, make_context, replay
+
+REPO = Path(__file__).resolve().parent.parent
+LEGACY = Options(backend="gpu", pipeline="legacy", gpu="rtx2080ti")
+
+
+def _generated(instructions: int):
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import replay_speed
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    return hlofuse.loads(replay_speed.generate_for("legacy", instructions))
+
+
+def _samples(*programs: str):
+    import json
+
+    manifest = json.loads((REPO / "sample_dumps" / "MANIFEST.json").read_text())
+    for entry in manifest["programs"]:
+        if entry["build"] == "gpu-legacy" and entry["gpu"] == "rtx2080ti" and entry["program"] in programs \
+                and entry["files"].get("before_fusion"):
+            yield hlofuse.load(str(REPO / "sample_dumps" / entry["path"] / entry["files"]["before_fusion"]))
+
+
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
+def test_run_time_terms_remembered_by_structure_equal_the_ones_computed_afresh(monkeypatch):
+    """Every EstimateRunTimes answer of FusionMerger and MultiOutputFusion during legacy replays
+    (a generated module of repeated layers, real dumps) equals the one a fresh model computes
+    for that very producer and those consumers, and most are answered from the memo."""
+    model_class = cost_legacy.LegacyPerformanceModel
+    terms = model_class.estimate_run_time_terms
+    seen = {"asked": 0, "remembered": 0}
+
+    def checked(self, producer, consumers, multi_output=False):
+        before = len(self._terms)
+        found = terms(self, producer, consumers, multi_output)
+        seen["asked"] += 1
+        seen["remembered"] += len(self._terms) == before
+        fresh = model_class(self.cfg)  # its own analysis: nothing remembered
+        assert found == fresh._estimate_run_time_terms(producer, list(consumers), multi_output), \
+            (producer.name, [c.name for c in consumers], multi_output)
+        return found
+
+    monkeypatch.setattr(model_class, "estimate_run_time_terms", checked)
+    for module in [_generated(2000), *_samples("cartpole_a_rng", "adam_update", "attention", "layer_norm")]:
+        replay(module, LEGACY)
+    assert seen["asked"] > 200 and seen["remembered"] > seen["asked"] // 2, seen
+
+
+#: Two fusions of the same structure reading a tuple parameter through get-tuple-element: the
+#: legacy analysis prices such a parameter by the leaves it reads (LegacyCostAnalysis).
+_TUPLE_READERS = """
+HloModule tuple_readers
+
+first {
+  t = (f32[256]{0}, f32[256,4]{1,0}) parameter(0)
+  a = f32[256]{0} get-tuple-element(t), index=0
+  ROOT n = f32[256]{0} negate(a)
+}
+
+second {
+  t = (f32[256]{0}, f32[256,4]{1,0}) parameter(0)
+  a = f32[256]{0} get-tuple-element(t), index=0
+  ROOT n = f32[256]{0} negate(a)
+}
+
+ENTRY e {
+  x = f32[256]{0} parameter(0)
+  y = f32[256,4]{1,0} parameter(1)
+  t = (f32[256]{0}, f32[256,4]{1,0}) tuple(x, y)
+  f1 = f32[256]{0} fusion(t), kind=kLoop, calls=first
+  f2 = f32[256]{0} fusion(t), kind=kLoop, calls=second
+  ROOT r = (f32[256]{0}, f32[256]{0}) tuple(f1, f2)
+}
+"""
+
+
+def test_legacy_analysis_by_structure_shares_a_tuple_parameter_priced_by_its_leaves():
+    program = Program.from_module(hlofuse.loads(_TUPLE_READERS))
+    cfg = gpu_config(make_context(LEGACY))
+    shared = cost_legacy.LegacyCostAnalysis(profile_for(cfg.device))
+    f1, f2 = program.entry.get("f1"), program.entry.get("f2")
+    first, second = shared.properties(f1), shared.properties(f2)
+    assert second is first  # one structure, analysed once
+    plain = GpuHloCostAnalysis(profile_for(cfg.device)).properties(f1)
+    assert first.operand_bytes != plain.operand_bytes  # the tuple parameter priced the legacy way
+    for fusion in (f1, f2):
+        alone = cost_legacy.LegacyCostAnalysis(profile_for(cfg.device))
+        alone._by_structure = None  # analysed for itself
+        assert alone.properties(fusion) == shared.properties(fusion)
+        assert alone._fusion_info(fusion) == shared._fusion_info(fusion)
+        assert alone.fused_ir_size(fusion, 0) == shared.fused_ir_size(fusion, 0)
