@@ -36,3 +36,46 @@ def test_frozen_equal_and_replaceable():
     assert pickle.loads(pickle.dumps(d)) == d
     assert repr(d).startswith("Decision(pass_name='fusion', producer='a', consumer='b'")
     assert d.to_dict()["facts"] == {"n": 1} and d.to_dict()["verdict"] == "blocked"
+
+
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
+def test_cpu_should_fuse_asks_both_rule_lists_one_candidate(monkeypatch):
+    """XLA:CPU's ShouldFuse asks two rule lists about one pair with nothing changed between:
+    they share one candidate (and what the first list's rules derived), and the replay's
+    decisions are those of a candidate built per list."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "bench"))
+    import replay_speed
+
+    import hlofuse
+    from hlofuse.passes import instruction_fusion
+    from hlofuse.pipeline import Options, replay
+
+    module = hlofuse.loads(replay_speed.generate_for("cpu", 1000))
+    options = Options(**replay_speed.PIPELINES["cpu"])
+    asked: list = []
+    real = instruction_fusion.evaluate
+
+    def recording(rule_ids, candidate, relaxed=frozenset()):
+        asked.append(candidate)
+        return real(rule_ids, candidate, relaxed)
+
+    monkeypatch.setattr(instruction_fusion, "evaluate", recording)
+    shared = replay(module, options)
+    by_candidate: dict[int, int] = {}
+    for candidate in asked:
+        by_candidate[id(candidate)] = by_candidate.get(id(candidate), 0) + 1
+    assert max(by_candidate.values()) == 2  # the two lists of one pair, no more
+
+    built = instruction_fusion.FusionRun.candidate
+
+    def fresh(run, consumer, operand_index):  # a candidate per list: what replay did before
+        return built(run, consumer, operand_index)
+
+    monkeypatch.setattr(instruction_fusion.FusionRun, "evaluate",
+                        lambda run, ids, consumer, i, question=None: real(tuple(ids), fresh(run, consumer, i),
+                                                                        run.ctx.relaxed))
+    separate = replay(module, options)
+    assert [d.to_dict() for d in shared.decisions] == [d.to_dict() for d in separate.decisions]
+    assert [k.to_dict() for k in shared.kernels] == [k.to_dict() for k in separate.kernels]
