@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from . import ir
@@ -17,12 +18,22 @@ class Verdict(str, Enum):
     RELAXED = "relaxed"
 
 
-@dataclass(frozen=True)
+#: Decision's default facts: a fresh empty dict each (the dataclass's default_factory=dict).
+_NO_FACTS: Mapping[str, Any] = MappingProxyType({})
+_set_attribute = object.__setattr__
+
+
+@dataclass(frozen=True, init=False)
 class Decision:
     """The outcome of considering one producer→consumer (or sibling) pair in one pass.
 
     `reason` is our sentence with the concrete facts; `xla_reason` is the string XLA itself
-    reports for the same refusal (verbatim), so users can grep XLA's source and logs."""
+    reports for the same refusal (verbatim), so users can grep XLA's source and logs.
+
+    The constructor is written by hand: one is made per pair considered (hundreds of
+    thousands on a large module), and the generated one of a frozen dataclass sets each of
+    the 13 fields with its own object.__setattr__ call; this one sets the instance's dict
+    once.  Fields, defaults, equality, repr and immutability are the dataclass's."""
 
     pass_name: str
     producer: str
@@ -39,6 +50,17 @@ class Decision:
     producer_members: tuple[str, ...] = ()
     consumer_members: tuple[str, ...] = ()
     source: ir.SourceLocation | None = None
+
+    def __init__(self, pass_name: str, producer: str, consumer: str, verdict: Verdict, rule: str | None = None,
+                 reason: str = "", xla_reason: str | None = None, facts: Mapping[str, Any] = _NO_FACTS,
+                 relaxed: tuple[str, ...] = (), computation: str | None = None,
+                 producer_members: tuple[str, ...] = (), consumer_members: tuple[str, ...] = (),
+                 source: ir.SourceLocation | None = None) -> None:
+        _set_attribute(self, "__dict__", {
+            "pass_name": pass_name, "producer": producer, "consumer": consumer, "verdict": verdict,
+            "rule": rule, "reason": reason, "xla_reason": xla_reason,
+            "facts": {} if facts is _NO_FACTS else facts, "relaxed": relaxed, "computation": computation,
+            "producer_members": producer_members, "consumer_members": consumer_members, "source": source})
 
     def to_dict(self) -> dict:
         return {

@@ -166,8 +166,14 @@ class FusionRun:
     def candidate(self, consumer: "Node", operand_index: int) -> Candidate:
         return FusionCandidate(consumer.operands[operand_index], consumer, self.ctx, self, operand_index)
 
-    def evaluate(self, rule_ids: Iterable[str], consumer: "Node", operand_index: int) -> Outcome:
-        return evaluate(tuple(rule_ids), self.candidate(consumer, operand_index), self.ctx.relaxed)
+    def evaluate(self, rule_ids: Iterable[str], consumer: "Node", operand_index: int,
+                 question: Candidate | None = None) -> Outcome:
+        """Ask `rule_ids` about operand `operand_index` of `consumer`.  `question`: that pair's
+        candidate already built (a policy asking two rule lists in a row, with no edit between,
+        shares one, and with it what the first list's rules derived in its memo)."""
+        if question is None:
+            question = self.candidate(consumer, operand_index)
+        return evaluate(tuple(rule_ids), question, self.ctx.relaxed)
 
     def reuses_operand_elements(self, consumer: "Node", operand_index: int) -> bool:
         """XLA's cached ReusesOperandElements: is that operand's value in the consumer's set?"""

@@ -288,11 +288,10 @@ class PriorityFusionRun:
         rules = pf.rules_for(producer, consumer)
         if rules is not pf.CAN_FUSE_RULES_NOT_IN_PLACE or not pf.head_rules_pass(producer, consumer):
             return evaluate(rules, self.candidate(producer, consumer), self.relaxed)
-        candidate = self.candidate(producer, consumer)
         structure = pair_key(producer, consumer, self.model._node_keys)
         verdict = self._verdicts.get(structure)
         if verdict is None:
-            outcome = evaluate(pf.CAN_FUSE_TAIL, candidate, self.relaxed)
+            outcome = evaluate(pf.CAN_FUSE_TAIL, self.candidate(producer, consumer), self.relaxed)
             self._verdicts[structure] = outcome if outcome.allowed else (outcome.blocked_by, outcome.relaxed)
             return outcome
         if type(verdict) is Outcome:
@@ -300,6 +299,7 @@ class PriorityFusionRun:
             return verdict
         blocked_by, relaxed = verdict
         self._read_as_the_rules_do(producer, consumer, pf.CAN_FUSE_TAIL.index(blocked_by.id))
+        candidate = self.candidate(producer, consumer)  # (only here: a remembered fusion asks nothing)
         facts = blocked_by.check(candidate)
         if facts is None:  # (cannot happen while the key holds all the rule reads)
             return evaluate(rules, candidate, self.relaxed)
