@@ -824,6 +824,9 @@ class Program:
         prints them (callees before callers), instructions in post order."""
         comps: list[ir.Computation] = []
         make = _INSTRUCTION_MAKER or _bind_instruction_maker()
+        # (compiled, ir.Instruction is a native class: called by name, its constructor is a
+        # direct call storing the fields)
+        direct = make is ir.Instruction
         name_of = _NAME_OF
         for g in self.graph_order():
             instrs = []
@@ -839,8 +842,13 @@ class Program:
                     else:
                         attrs.insert(kind_at + 1, entry)
                     called = [node.fused.name] + [c for c in called if c != node.fused.name]
-                instrs.append(make(node.name, node.opcode, node.shape, tuple(map(name_of, node.operands)),
-                                   tuple(attrs), node.literal, tuple(called), node.span))
+                if direct:
+                    instrs.append(ir.Instruction(node.name, node.opcode, node.shape,
+                                                 tuple([op.name for op in node.operands]), tuple(attrs),
+                                                 node.literal, tuple(called), node.span))
+                else:
+                    instrs.append(make(node.name, node.opcode, node.shape, tuple(map(name_of, node.operands)),
+                                       tuple(attrs), node.literal, tuple(called), node.span))
             comps.append(ir.Computation(g.name, tuple(instrs), g.root.name, g is self.entry, tuple(g.attrs)))
         return ir.Module(self.name, tuple(comps), self.entry.name, tuple(self.attrs), self.stack_frames,
                          style=self.style)

@@ -6,6 +6,16 @@ comparable (`parse(print(m)) == m`) and cheap to build for 100k-instruction dump
 a graph needs (by name, users, post order) are built once per computation on first use.
 
 Fusion passes need to rewrite graphs; they work on `hlofuse.graph`, a mutable copy.
+
+Compiled with the replay's core when it is built (hlofuse.native): the passes read shapes and
+instructions millions of times, and a compiled Shape answers `is_array` or `rank` without
+entering the interpreter.  Shapes, layouts, spans, instructions and source locations are then
+native classes (no __slots__ to write, so they pickle through their own `__reduce__`, by
+value); computations and modules stay Python classes (their cached lookups live in a dict,
+through `_remembered`).
+Those classes write their own `__init__`: the one dataclasses generates for a frozen class is
+Python code (a compiled constructor would call it), the written one compiles to direct stores
+and, from source, does what the generated one does.
 """
 
 from __future__ import annotations
@@ -13,14 +23,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from math import prod
-from typing import Iterator, Mapping
+from typing import Any, Final, Iterator, Mapping
+
+from .native import mypyc_attr
+
+#: functools.cached_property behind a variable (annotated, so not a type alias mypy would
+#: follow): mypy reads `@cached_property` as `@property`, and a compiled class would compute a
+#: lookup at every use (validation rebuilt Computation.by_name per instruction); through this
+#: name it stays a decorator applied when the class is made, as from source.
+_remembered: Any = cached_property
 
 # ------------------------------------------------------------------------------------------
 # Element types
 # ------------------------------------------------------------------------------------------
 
 #: Bits per element of every primitive type XLA prints (xla_data.proto PrimitiveType).
-ELEMENT_BITS: Mapping[str, int] = {
+ELEMENT_BITS: Final[Mapping[str, int]] = {
     "pred": 8,
     "s1": 1, "s2": 2, "s4": 4, "s8": 8, "s16": 16, "s32": 32, "s64": 64,
     "u1": 1, "u2": 2, "u4": 4, "u8": 8, "u16": 16, "u32": 32, "u64": 64,
@@ -32,13 +50,13 @@ ELEMENT_BITS: Mapping[str, int] = {
     "token": 0, "opaque": 0,
 }
 
-FLOAT_TYPES = frozenset(
+FLOAT_TYPES: Final = frozenset(
     t for t in ELEMENT_BITS if t.startswith(("f", "bf"))
 )
-COMPLEX_TYPES = frozenset({"c64", "c128"})
-SIGNED_TYPES = frozenset(t for t in ELEMENT_BITS if t.startswith("s"))
-UNSIGNED_TYPES = frozenset(t for t in ELEMENT_BITS if t.startswith("u"))
-INTEGRAL_TYPES = SIGNED_TYPES | UNSIGNED_TYPES
+COMPLEX_TYPES: Final = frozenset({"c64", "c128"})
+SIGNED_TYPES: Final = frozenset(t for t in ELEMENT_BITS if t.startswith("s"))
+UNSIGNED_TYPES: Final = frozenset(t for t in ELEMENT_BITS if t.startswith("u"))
+INTEGRAL_TYPES: Final = SIGNED_TYPES | UNSIGNED_TYPES
 
 
 # ------------------------------------------------------------------------------------------
@@ -46,7 +64,7 @@ INTEGRAL_TYPES = SIGNED_TYPES | UNSIGNED_TYPES
 # ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Layout:
     """A dense layout: `minor_to_major`, plus XLA's extra layout fields kept verbatim
     (tiles `T(8,128)`, memory space `S(1)`, element size `E(4)`, ...), as printed after ':'."""
@@ -54,12 +72,19 @@ class Layout:
     minor_to_major: tuple[int, ...]
     extra: str = ""
 
+    def __init__(self, minor_to_major: tuple[int, ...], extra: str = "") -> None:
+        object.__setattr__(self, "minor_to_major", minor_to_major)
+        object.__setattr__(self, "extra", extra)
+
+    def __reduce__(self) -> tuple:
+        return Layout, (self.minor_to_major, self.extra)
+
     def __str__(self) -> str:
         body = ",".join(map(str, self.minor_to_major))
         return "{" + body + (":" + self.extra if self.extra else "") + "}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Shape:
     """An array shape (`f32[8,128]{1,0}`) or a tuple of shapes (`(f32[2], s32[])`).
 
@@ -72,6 +97,17 @@ class Shape:
     layout: Layout | None = None
     tuple_shapes: tuple["Shape", ...] = ()
     dynamic: tuple[bool, ...] = ()
+
+    def __init__(self, element_type: str, dims: tuple[int, ...] = (), layout: Layout | None = None,
+                 tuple_shapes: tuple[Shape, ...] = (), dynamic: tuple[bool, ...] = ()) -> None:
+        object.__setattr__(self, "element_type", element_type)
+        object.__setattr__(self, "dims", dims)
+        object.__setattr__(self, "layout", layout)
+        object.__setattr__(self, "tuple_shapes", tuple_shapes)
+        object.__setattr__(self, "dynamic", dynamic)
+
+    def __reduce__(self) -> tuple:
+        return Shape, (self.element_type, self.dims, self.layout, self.tuple_shapes, self.dynamic)
 
     # -- what kind of shape -------------------------------------------------------------
     @property
@@ -207,15 +243,22 @@ COMPUTATION_ATTRS = frozenset({
 })
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Span:
     """Where something starts in the HLO text (1-based line and column)."""
 
     line: int
     column: int
 
+    def __init__(self, line: int, column: int) -> None:
+        object.__setattr__(self, "line", line)
+        object.__setattr__(self, "column", column)
 
-@dataclass(frozen=True, slots=True)
+    def __reduce__(self) -> tuple:
+        return Span, (self.line, self.column)
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class Instruction:
     """One HLO instruction.  Attribute values are kept verbatim, in source order; the
     `hlofuse.attributes` helpers read typed values from them."""
@@ -230,6 +273,22 @@ class Instruction:
     #: Names of the computations this instruction calls, in attribute order.
     called: tuple[str, ...] = ()
     span: Span | None = field(default=None, compare=False, repr=False)
+
+    def __init__(self, name: str, opcode: str, shape: Shape, operands: tuple[str, ...] = (),
+                 attrs: tuple[tuple[str, str], ...] = (), literal: str | None = None, called: tuple[str, ...] = (),
+                 span: Span | None = None) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "opcode", opcode)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "operands", operands)
+        object.__setattr__(self, "attrs", attrs)
+        object.__setattr__(self, "literal", literal)
+        object.__setattr__(self, "called", called)
+        object.__setattr__(self, "span", span)
+
+    def __reduce__(self) -> tuple:
+        return Instruction, (self.name, self.opcode, self.shape, self.operands, self.attrs, self.literal,
+                             self.called, self.span)
 
     def attr(self, name: str, default: str | None = None) -> str | None:
         for key, value in self.attrs:
@@ -274,6 +333,7 @@ class Instruction:
 # ------------------------------------------------------------------------------------------
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True)
 class Computation:
     """A named list of instructions with one root.  The order of `instructions` is the text
@@ -286,7 +346,7 @@ class Computation:
     attrs: tuple[tuple[str, str], ...] = ()
     span: Span | None = field(default=None, compare=False, repr=False)
 
-    @cached_property
+    @_remembered
     def by_name(self) -> Mapping[str, Instruction]:
         return {instr.name: instr for instr in self.instructions}
 
@@ -306,13 +366,13 @@ class Computation:
     def root(self) -> Instruction:
         return self.by_name[self.root_name]
 
-    @cached_property
+    @_remembered
     def parameters(self) -> tuple[Instruction, ...]:
         """Parameter instructions ordered by parameter number."""
         params = [i for i in self.instructions if i.opcode == "parameter"]
         return tuple(sorted(params, key=lambda i: i.parameter_number))
 
-    @cached_property
+    @_remembered
     def users(self) -> Mapping[str, tuple[str, ...]]:
         """Users of each instruction, each user once, in text order."""
         users: dict[str, list[str]] = {i.name: [] for i in self.instructions}
@@ -324,7 +384,7 @@ class Computation:
                     users[op].append(instr.name)
         return {k: tuple(v) for k, v in users.items()}
 
-    @cached_property
+    @_remembered
     def post_order(self) -> tuple[Instruction, ...]:
         """Operands before users (and control predecessors before successors); instructions
         unreachable from the root come in text order where they fall.  Iterative, so deep
@@ -368,7 +428,7 @@ def _predecessors(instr: Instruction) -> tuple[str, ...]:
     return preds
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class SourceLocation:
     """A user's source position, from metadata or from the module's stack-frame tables."""
 
@@ -377,7 +437,18 @@ class SourceLocation:
     function: str | None = None
     column: int | None = None
 
+    def __init__(self, file: str | None, line: int | None, function: str | None = None,
+                 column: int | None = None) -> None:
+        object.__setattr__(self, "file", file)
+        object.__setattr__(self, "line", line)
+        object.__setattr__(self, "function", function)
+        object.__setattr__(self, "column", column)
 
+    def __reduce__(self) -> tuple:
+        return SourceLocation, (self.file, self.line, self.function, self.column)
+
+
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True)
 class StackFrameIndex:
     """The FileNames / FunctionNames / FileLocations / StackFrames tables of a JAX dump."""
@@ -423,6 +494,7 @@ class StackFrameIndex:
         return bool(self.text)
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True)
 class Module:
     """An HLO module.  `computations` keeps text order; `entry_name` names the entry."""
@@ -438,9 +510,9 @@ class Module:
     #: Things worth telling the user that are not errors (unknown opcodes, ...).
     warnings: tuple[str, ...] = field(default=(), compare=False, repr=False)
     #: The spelling the text used (a printer.Style), so printing reproduces it.
-    style: object = field(default=None, compare=False, repr=False)
+    style: Any = field(default=None, compare=False, repr=False)
 
-    @cached_property
+    @_remembered
     def by_name(self) -> Mapping[str, Computation]:
         return {c.name: c for c in self.computations}
 
@@ -469,7 +541,7 @@ class Module:
             for instr in comp.instructions:
                 yield comp, instr
 
-    @cached_property
+    @_remembered
     def callers(self) -> Mapping[str, tuple[tuple[str, str, str], ...]]:
         """For each computation: (calling computation, calling instruction, attribute) triples."""
         found: dict[str, list[tuple[str, str, str]]] = {c.name: [] for c in self.computations}
@@ -510,7 +582,7 @@ class Module:
             return "async"
         return "reducer"
 
-    @cached_property
+    @_remembered
     def fusion_computations(self) -> frozenset[str]:
         """Names of computations called by fusion instructions (their fused bodies)."""
         return frozenset(
@@ -518,7 +590,7 @@ class Module:
             if any(self.by_name[c].by_name[i].opcode == "fusion" for c, i, _ in callers)
         )
 
-    @cached_property
+    @_remembered
     def computation_post_order(self) -> tuple[Computation, ...]:
         """Callees before callers."""
         order: list[Computation] = []

@@ -220,7 +220,9 @@ class _Reducers(dict):
 
     def __missing__(self, cls):
         params = getattr(cls, "__dataclass_params__", None)
-        if params is None or not params.frozen or "__slots__" not in cls.__dict__:
+        # (a class with its own __reduce__, as ir's, pickles through it: the same entry then
+        # loads whether its classes come compiled, without slots to write, or from source)
+        if params is None or not params.frozen or "__slots__" not in cls.__dict__ or "__reduce__" in cls.__dict__:
             raise KeyError(cls)
         names = tuple(f.name for f in fields(cls))
 

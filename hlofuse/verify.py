@@ -403,6 +403,7 @@ class _Verifier:
         if len(shapes) % 2:
             raise self.fail(instr, f"reduce-window {instr.name} needs as many init values as inputs")
         n = len(shapes) // 2
+        expected: ir.Shape | None  # (declared: compiled, a variable keeps its first value's type)
         if not shapes[0].rank and not instr.attr("window"):  # a scalar's window is empty
             expected = ir.tuple_shape([ir.array_shape(s.element_type, ()) for s in shapes[n:]])
             expected = expected.tuple_shapes[0] if n == 1 else expected

@@ -115,32 +115,28 @@ def test_this_process_uses_the_compiled_core_when_it_is_built():
     assert hlofuse.parse.reader.__file__.endswith(SUFFIX) and hlofuse.validate.__file__.endswith(SUFFIX)
 
 
-def test_rule_evaluation_comes_compiled_with_the_core():
-    """Every pass evaluates rules per candidate pair: with the core in use that is compiled
-    (its Outcome a native class, no interpreter between the passes and the rules)."""
+def test_shapes_instructions_and_rule_evaluation_come_compiled_with_the_core():
+    """The passes ask shapes and instructions millions of questions and evaluate rules per
+    candidate pair: with the core in use those are compiled (native classes, no interpreter)."""
     if native.why_not_compiled() is not None:
         pytest.skip(f"compiled core not in use: {native.why_not_compiled()}")
+    import hlofuse.cycles
     import hlofuse.rules
     import hlofuse.rules.evaluation
 
-    assert hlofuse.rules.evaluation.__file__.endswith(SUFFIX)
+    for module in (hlofuse.ir, hlofuse.cycles, hlofuse.rules.evaluation):
+        assert module.__file__.endswith(SUFFIX), module.__name__
+    shape = hlofuse.ir.Shape("f32", (2, 3))
+    assert not hasattr(shape, "__dict__") and not hasattr(hlofuse.ir.Shape, "__slots__")  # native
     assert hlofuse.rules.evaluate is hlofuse.rules.evaluation.evaluate
     assert not hasattr(hlofuse.rules.Outcome(None, {}, ()), "__dict__")
 
 
-def test_ir_is_not_compiled_every_process_imports_it():
-    """hlofuse.ir stays a Python module: compiled, `import hlofuse` would load the whole core's
-    library, 1.5 MB more for a process that only reads HLO (a 12 MB module then took more than
-    6x its size to read)."""
-    assert "hlofuse.ir" not in native.MODULES and "hlofuse.cycles" not in native.MODULES
-    assert not hlofuse.ir.__file__.endswith(SUFFIX)
-
-
 def test_computations_and_modules_remember_their_lookups():
     """A computation's by_name, users, post order and parameters, and a module's by_name,
-    callers, fused computations and computation order, are computed once.  (Guards a trap met
-    compiling ir: mypyc turns functools.cached_property into a plain property, and validating
-    a 12 MB module then rebuilt by_name for every instruction, 10x the parse.)"""
+    callers, fused computations and computation order, are computed once.  (Guards a trap of
+    compiling ir: mypy reads functools.cached_property as a plain property, and validating a
+    12 MB module then rebuilt by_name for every instruction, 10x the parse.)"""
     module = hlofuse.loads(_SMALL_MODULE)
     comp = module.entry
     for name in ("by_name", "users", "post_order", "parameters"):
@@ -165,6 +161,41 @@ ENTRY e {
   ROOT t = (f32[8,4]{1,0}, (f32[8,4]{1,0}, s32[])) tuple(f, b)
 }
 """
+
+_PICKLE_A_MODULE = """
+import sys, hlofuse
+from hlofuse import native, result_cache
+m = hlofuse.loads(open(sys.argv[1]).read())
+open(sys.argv[2], "wb").write(result_cache.dumps(m))
+print(native.active)
+"""
+
+
+@pytest.mark.parametrize("writer_pure", [True, False])
+def test_a_cached_module_loads_whichever_core_wrote_it(tmp_path, writer_pure):
+    """The result cache's key does not say which core wrote an entry: a module pickled by the
+    Python modules loads with the compiled core (whose ir classes have no slots to write),
+    and the other way round, equal to the module parsed here."""
+    import pickle
+
+    from hlofuse import result_cache
+
+    source = tmp_path / "m.hlo"
+    source.write_text(_SMALL_MODULE)
+    env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    if writer_pure:
+        env[native.PURE_ENV] = "1"
+    out = tmp_path / "module.pickle"
+    proc = subprocess.run([sys.executable, "-c", _PICKLE_A_MODULE, str(source), str(out)], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = pickle.loads(out.read_bytes())
+    assert loaded == hlofuse.loads(source.read_text())
+    assert pickle.loads(result_cache.dumps(loaded)) == loaded
+    assert [i.span for c in loaded.computations for i in c.instructions][:3] == \
+        [i.span for c in hlofuse.loads(source.read_text()).computations for i in c.instructions][:3]
+
 
 def _fingerprint(tmp_path: Path, name: str, pure: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}

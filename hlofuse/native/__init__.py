@@ -36,15 +36,17 @@ else:
         """mypy_extensions.mypyc_attr without that package: a no-op outside mypyc."""
         return lambda cls: cls
 
-#: The modules compiled: what cProfile shows hottest in the three pipelines' replays (graph
-#: edits, fusion primitives, structure keys, the cost models, rule evaluation, the rule and
-#: pass loops).  Not hlofuse.ir, though the passes ask shapes millions of questions: every
-#: process imports it, and a compiled ir loads the whole core's library (and its constants)
-#: at `import hlofuse`, 1.5 MB more, which put reading a 12 MB module over 6x its size.  No
+#: The modules compiled: what cProfile shows hottest in the three pipelines' replays (shapes
+#: and instructions, graph edits, fusion primitives, structure keys, the cost models, the rule
+#: and pass loops; the cycle check every Program.from_module makes).  hlofuse.ir with them,
+#: though every process imports it (and so loads the core's library): reading HLO loads that
+#: library anyway, its modules being compiled.  No
 #: package __init__: mypyc gives a compiled package the folder of its shared library as path.
 #: (A compiled rule function keeps no docstring or source line: the registry reads them from
 #: the source, hlofuse.rules._doc_and_place.)
 MODULES = (
+    "hlofuse.ir",
+    "hlofuse.cycles",
     "hlofuse.graph",
     "hlofuse.names",
     "hlofuse.fusion_primitives",
