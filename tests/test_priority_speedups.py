@@ -573,3 +573,42 @@ ENTRY e {
     assert [pf.is_pf_fusible(n) for n in nodes] == [written_out(n) for n in nodes]
     assert {n.name for n in nodes if pf.is_pf_fusible(n)} >= {"l", "c", "t", "i"}
     assert not pf.is_pf_fusible(program.entry.get("r"))
+
+
+def test_bodies_keyed_by_how_they_grew_have_one_structure_per_key():
+    """PriorityFusion keys a body it grows by the pair it fused (structure.grown_body_key), not
+    by walking the body: every fusion sharing such a key has the same body spelled out, and
+    the layers of a model share keys."""
+    from hlofuse.cost.structure import spelled_out_body_key
+    from hlofuse.graph import graph_cache
+    from hlofuse.pipeline import Options, get_pipeline, make_context
+
+    module, options = _generated("priority", 1000)
+    for gpu in ("rtx2080ti", "h100_sxm"):
+        opts = Options(**{**options, "gpu": gpu})
+        ctx = make_context(opts)
+        spec = get_pipeline(opts.backend, opts.pipeline)
+        ctx.pipeline = spec.name
+        program = Program.from_module(module)
+        for name, fn in spec.passes:
+            ctx.pass_name = name
+            fn(program, ctx)
+            if name == "priority-fusion":
+                break
+        grown = {number for key, number in program.memo.structures.items() if key[0] == "grown"}
+        spelled: dict[int, tuple] = {}
+        sharing = 0
+        for graph in list(program.graphs.values()):
+            owner = graph.fusion_owner
+            if owner is None:
+                continue
+            memo, number = graph_cache(graph).get("structure") or (None, None)
+            if number not in grown:
+                continue
+            body = spelled_out_body_key(graph)
+            if number in spelled:
+                assert spelled[number] == body, owner.name
+                sharing += 1
+            else:
+                spelled[number] = body
+        assert len(spelled) > 20 and sharing > 100, (gpu, len(spelled), sharing)

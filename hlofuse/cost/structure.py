@@ -119,7 +119,8 @@ def _attrs_key(node: "Node", fused: bool) -> tuple:
 def body_key(body) -> tuple:
     """A fused body by structure: every instruction (opcode, shape, attributes, a reducer by
     its instructions, literal, operands by post-order position), the root's position and the
-    parameter count; a small number within a program.  Kept per version of the body."""
+    parameter count; a small number within a program.  Kept per version of the body; a body
+    PriorityFusion grew is keyed by how it grew instead (grown_body_key)."""
     return _body_key(body)
 
 
@@ -127,21 +128,48 @@ def _body_key(body) -> tuple:
     cache = graph_cache(body)
     found = cache.get("structure")
     if found is None:
-        position: dict[int, int] = {}
-        parts = []
-        for inner in body.post_order():
-            position[inner.uid] = len(parts)
-            if inner.opcode == "parameter":
-                parts.append(("parameter", inner.parameter_number, inner.shape))
-                continue
-            parts.append((inner.opcode, inner.shape, tuple(position[op.uid] for op in inner.operands),
-                          _attrs_key(inner, False), inner.literal))
-        found = (tuple(parts), position[body.root.uid], len(body.parameters))
+        found = spelled_out_body_key(body)
         program = body.program
         if program is not None:  # a number instead (hashing a long tuple on every lookup costs)
             found = (program.memo, program.memo.structures.setdefault(found, len(program.memo.structures)))
         cache["structure"] = found
     return found
+
+
+def spelled_out_body_key(body) -> tuple:
+    """body_key's tuple, made from the body's instructions (nothing remembered)."""
+    position: dict[int, int] = {}
+    parts = []
+    for inner in body.post_order():
+        position[inner.uid] = len(parts)
+        if inner.opcode == "parameter":
+            parts.append(("parameter", inner.parameter_number, inner.shape))
+            continue
+        parts.append((inner.opcode, inner.shape, tuple(position[op.uid] for op in inner.operands),
+                      _attrs_key(inner, False), inner.literal))
+    return (tuple(parts), position[body.root.uid], len(body.parameters))
+
+
+def grown_body_key(producer: "Node", consumer: "Node") -> tuple | None:
+    """The key of the body that fusing `producer` into `consumer` makes, asked before fusing
+    (None outside a program): a number standing for both node keys and the wiring (_pair_key).
+    Fusing is deterministic, so that pair fixes the new body exactly, as its full key would,
+    without walking a body that grows by one instruction per step (set it with
+    set_body_key once the fusion is made).  A body spelled out instance by instance and the
+    same body grown step by step get different numbers: they merely fail to share."""
+    graph = consumer.graph
+    program: "Program | None" = graph.program if graph is not None else None
+    if program is None:
+        return None
+    memo = program.memo
+    grown = ("grown", _pair_key(producer, consumer, _node_key(producer), _node_key(consumer)))
+    structures = memo.structures
+    return (memo, structures.setdefault(grown, len(structures)))
+
+
+def set_body_key(body, key: tuple) -> None:
+    """Give `body`, as it is now, the key grown_body_key made for it (kept per version)."""
+    graph_cache(body)["structure"] = key
 
 
 def _reducer_key(node: "Node", name: str):

@@ -40,7 +40,7 @@ from ..cost import GpuPerformanceModel
 from ..cost import durations as dur
 from ..cost.fusion_analysis import FUSION_KIND_OF_EMITTER, REDUCTION, TRITON
 from ..cost.model import KERNEL_LAUNCH_OVERHEAD, RunTimes
-from ..cost.structure import pair_key
+from ..cost.structure import grown_body_key, pair_key, set_body_key
 from ..decision import Decision
 from ..gpu.config import ERA_PRIORITY, GpuConfig
 from ..gpu.fusible import fusible_computations
@@ -346,6 +346,8 @@ class PriorityFusionRun:
 
     # -- fusing (PriorityFusion::Fuse) -------------------------------------------------------
     def fuse(self, producer: "Node", consumer: "Node") -> "Node":
+        # the new body's key, from the pair as it is before fusing (no walk of the grown body)
+        grown = grown_body_key(producer, consumer)
         emitter, backend_kind = self.model.pair_kinds(producer, consumer)
         kind = FUSION_KIND_OF_EMITTER[emitter]
         if consumer.opcode != "fusion":
@@ -360,6 +362,8 @@ class PriorityFusionRun:
             source = consumer if pf.is_generic_triton_fusion(consumer) else producer
             tiling = (source, best.tile, best.warps)
         fp.fuse_instruction(fusion, producer)
+        if grown is not None and fusion.fused is not None:
+            set_body_key(fusion.fused, grown)
         if tiling is not None:
             # XLA gives the result the best tiling it found (and kind kCustom)
             fusion.set_attr("backend_config", _triton_config(*tiling))
