@@ -31,7 +31,7 @@ from ..graph import Node, first_positions
 from ..gpu.config import ERA_PRIORITY, GpuConfig
 from . import durations as dur
 from .analysis import GpuHloCostAnalysis, shape_size
-from .structure import node_key, pair_key
+from .structure import KeyMemo, node_key, pair_key
 from .coalescing import coalescing_rate, is_read_coalesced
 from .durations import f32
 from .fusion_analysis import TRITON, FusionAnalysis, LaunchDimensions, analyse, analyse_producer_consumer, \
@@ -196,9 +196,8 @@ class GpuPerformanceModel:
         #: Run times by structure (hlofuse.cost.structure): the layers of a model repeat the
         #: same kernels and pairs.  Never invalidated: a key names what the answer depends on.
         self._by_structure: dict[tuple, tuple | BestTiling] = {}
-        #: node and pair keys, with the state they were made from, and the numbers standing
-        #: for key tuples (structure.node_key, pair_key)
-        self._node_keys: dict = {}
+        #: node and pair keys, with the state they were made from (structure.node_key, pair_key)
+        self._node_keys = KeyMemo()
 
     # -- analyses ------------------------------------------------------------------------
     def analysis(self, node: Node) -> FusionAnalysis:

@@ -19,41 +19,78 @@ from typing import TYPE_CHECKING
 from ..graph import graph_cache
 
 if TYPE_CHECKING:
-    from ..graph import Node, Program
+    from ..graph import Graph, Node, Program
 
 #: Attributes that never change what a kernel costs (and differ from layer to layer).
 _IGNORED = frozenset({"metadata"})
 
 
-def node_key(node: "Node", known: dict | None = None) -> tuple | int:
+class KeyMemo:
+    """Keys made for nodes and pairs (node_key, pair_key), each kept with what it was made
+    from: asked hundreds of thousands of times, they are mostly answered from here."""
+
+    def __init__(self) -> None:
+        #: node uid → its key and the state it was made from
+        self.nodes: dict[int, KeptNodeKey] = {}
+        #: producer uid << 32 | consumer uid → the pair's key and the state it was made from
+        #: (one int, not a tuple of uids: nothing to build or hash per question)
+        self.pairs: dict[int, KeptPairKey] = {}
+
+
+class KeptNodeKey:
+    """A node's key and what it was made from: the node's edit count (which counts operand
+    changes), its body and the body's version, and its attributes (a copy: they are edited in
+    place)."""
+
+    def __init__(self, edits: int, body: "Graph | None", version: int, attrs: list, key: object) -> None:
+        self.edits = edits
+        self.body = body
+        self.version = version
+        self.attrs = attrs
+        self.key = key
+
+
+class KeptPairKey:
+    """A pair's key and what it was made from: both edit counts and both node keys."""
+
+    def __init__(self, p_edits: int, c_edits: int, p_key: object, c_key: object, key: object) -> None:
+        self.p_edits = p_edits
+        self.c_edits = c_edits
+        self.p_key = p_key
+        self.c_key = c_key
+        self.key = key
+
+
+def node_key(node: "Node", known: KeyMemo | None = None) -> object:
     """`node` as a kernel by itself: its opcode, shape, attributes (a reducer by its
     instructions, a fusion by its body), literal, and each operand's opcode and shape with the
     position where that operand first appears (a value read twice is read once).
 
-    `known`: keys already made, by uid, kept with what they were made from (the node's edit
-    count, which counts operand changes, its body's version and its attributes).  With it, a
-    key is a small number standing for the tuple (equal tuples, equal numbers, within one
-    `known`): callers look keys up again and again, and a nested tuple of shapes is hashed
-    anew on every lookup."""
+    `known`: keys already made (KeyMemo).  With it, a key is a small number standing for the
+    tuple within the node's program (equal tuples, equal numbers; outside a program, the tuple
+    itself): callers look keys up again and again, and a nested tuple of shapes is hashed anew
+    on every lookup."""
     if known is None:
         return _node_key(node)
     body = node.fused
     version = body.version if body is not None else -1
-    found = known.get(node.uid)
-    # (compared field by field: asked hundreds of thousands of times, mostly answered here)
-    if found is not None and found[0] == node.edits and found[1] is body and found[2] == version \
-            and found[3] == node.attrs:
-        return found[4]
-    numbers = known.get(_NUMBERS)
-    if numbers is None:
-        numbers = known[_NUMBERS] = {}
-    key = numbers.setdefault(_node_key(node), len(numbers))
-    known[node.uid] = (node.edits, body, version, list(node.attrs), key)  # (a copy: attrs are edited in place)
+    found = known.nodes.get(node.uid)
+    if found is not None and found.edits == node.edits and found.body is body and found.version == version \
+            and found.attrs == node.attrs:
+        return found.key
+    key = _numbered(node, _node_key(node))
+    known.nodes[node.uid] = KeptNodeKey(node.edits, body, version, list(node.attrs), key)
     return key
 
 
-#: Where a `known` dict keeps its numbers for key tuples (node_key).
-_NUMBERS = "numbers"
+def _numbered(node: "Node", key: tuple) -> object:
+    """The number standing for `key` in the program of `node` (the key itself outside one)."""
+    graph = node.graph
+    program: "Program | None" = graph.program if graph is not None else None
+    if program is None:
+        return key
+    structures = program.memo.structures
+    return structures.setdefault(key, len(structures))
 
 
 def _node_key(node: "Node") -> tuple:
@@ -65,28 +102,28 @@ def _node_key(node: "Node") -> tuple:
     return (node.opcode, node.shape, _attrs_key(node, body_key is not None), node.literal, body_key, outside)
 
 
-def pair_key(producer: "Node", consumer: "Node", known: dict | None = None) -> tuple | int:
+def pair_key(producer: "Node", consumer: "Node", known: KeyMemo | None = None) -> object:
     """`producer` and `consumer` as a pair: both node keys and how they are wired: for each of
     the consumer's operands, whether it is the producer (or which of its outputs, through a
     get-tuple-element) or the first of the producer's operands that is the same value.
 
-    `known`: as for node_key; pair keys are kept there too (under ("pair", uids)), valid while
-    neither node's operands changed (their edit counts) and both node keys hold."""
+    `known`: as for node_key (a number within the program); a pair's key is kept there too,
+    valid while neither node's operands changed (their edit counts) and both node keys hold."""
     if known is None:
         return _pair_key(producer, consumer, node_key(producer), node_key(consumer))
     p_key = node_key(producer, known)
     c_key = node_key(consumer, known)
-    slot = ("pair", producer.uid, consumer.uid)
-    found = known.get(slot)
-    if found is not None and found[0] == producer.edits and found[1] == consumer.edits \
-            and found[2] == p_key and found[3] == c_key:
-        return found[4]
-    key = _pair_key(producer, consumer, p_key, c_key)
-    known[slot] = (producer.edits, consumer.edits, p_key, c_key, key)
+    slot = producer.uid << 32 | consumer.uid
+    found = known.pairs.get(slot)
+    if found is not None and found.p_edits == producer.edits and found.c_edits == consumer.edits \
+            and found.p_key == p_key and found.c_key == c_key:
+        return found.key
+    key = _numbered(consumer, _pair_key(producer, consumer, p_key, c_key))
+    known.pairs[slot] = KeptPairKey(producer.edits, consumer.edits, p_key, c_key, key)
     return key
 
 
-def _pair_key(producer: "Node", consumer: "Node", p_key: tuple | int, c_key: tuple | int) -> tuple:
+def _pair_key(producer: "Node", consumer: "Node", p_key: object, c_key: object) -> tuple:
     in_producer: dict[int, int] = {}
     for i, op in enumerate(producer.operands):
         in_producer.setdefault(op.uid, i)
@@ -150,19 +187,19 @@ def spelled_out_body_key(body) -> tuple:
     return (tuple(parts), position[body.root.uid], len(body.parameters))
 
 
-def grown_body_key(producer: "Node", consumer: "Node") -> tuple | None:
+def grown_body_key(producer: "Node", consumer: "Node", known: KeyMemo) -> tuple | None:
     """The key of the body that fusing `producer` into `consumer` makes, asked before fusing
-    (None outside a program): a number standing for both node keys and the wiring (_pair_key).
-    Fusing is deterministic, so that pair fixes the new body exactly, as its full key would,
-    without walking a body that grows by one instruction per step (set it with
-    set_body_key once the fusion is made).  A body spelled out instance by instance and the
-    same body grown step by step get different numbers: they merely fail to share."""
+    (None outside a program): a number standing for the pair's key (pair_key: both node keys
+    and the wiring).  Fusing is deterministic, so that pair fixes the new body exactly, as its
+    full key would, without walking a body that grows by one instruction per step (set it
+    with set_body_key once the fusion is made).  A body spelled out instance by instance and
+    the same body grown step by step get different numbers: they merely fail to share."""
     graph = consumer.graph
     program: "Program | None" = graph.program if graph is not None else None
     if program is None:
         return None
     memo = program.memo
-    grown = ("grown", _pair_key(producer, consumer, _node_key(producer), _node_key(consumer)))
+    grown = ("grown", pair_key(producer, consumer, known))
     structures = memo.structures
     return (memo, structures.setdefault(grown, len(structures)))
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 from .. import fusion_primitives as fp
 from ..cost import GpuPerformanceModel
 from ..cost import durations as dur
-from ..cost.fusion_analysis import FUSION_KIND_OF_EMITTER, REDUCTION, TRITON
+from ..cost.fusion_analysis import FUSION_KIND_OF_EMITTER, TRITON
 from ..cost.model import KERNEL_LAUNCH_OVERHEAD, RunTimes
 from ..cost.structure import grown_body_key, pair_key, set_body_key
 from ..decision import Decision
@@ -55,8 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..pipeline import Context
 
 PASS_NAME = "priority-fusion"
-#: Where PF-REDUCTION-TO-LOOP and PF-CODE-DUPLICATION sit in pf.CAN_FUSE_TAIL.
-_REDUCTION_TO_LOOP_AT = pf.CAN_FUSE_TAIL.index("PF-REDUCTION-TO-LOOP")
+#: Where PF-CODE-DUPLICATION sits in pf.CAN_FUSE_TAIL.
 _CODE_DUPLICATION_AT = pf.CAN_FUSE_TAIL.index("PF-CODE-DUPLICATION")
 INF = math.inf
 
@@ -306,16 +305,16 @@ class PriorityFusionRun:
         return Outcome(blocked_by, dict(facts), relaxed)
 
     def _read_as_the_rules_do(self, producer: "Node", consumer: "Node", asked: int) -> None:
-        """What the first `asked` rules of CAN_FUSE_TAIL read from the model's caches, read
+        """What the first `asked` rules of CAN_FUSE_TAIL read from the cost analysis, read
         again for a remembered verdict.  The cost analysis keeps a node's properties as first
         computed until the node is revisited (XLA's HloCostAnalysis), so when they are first
-        computed is part of the replay: a verdict remembered must not move that moment."""
-        model = self.model
-        if asked > _REDUCTION_TO_LOOP_AT and model.analysis(producer).kind == REDUCTION:
-            model.pair_kind(producer, consumer)
+        computed is part of the replay: a verdict remembered must not move that moment.  (The
+        fusion analyses PF-REDUCTION-TO-LOOP reads are not read again: they are functions of
+        the nodes as they are, read no cost property, and are dropped whenever a node changes.)"""
         if asked > _CODE_DUPLICATION_AT:
-            model.cost.properties(consumer)
-            model.cost.properties(producer)
+            cost = self.model.cost
+            cost.properties(consumer)
+            cost.properties(producer)
 
     def _refusal_for_all_users(self, producer: "Node") -> tuple[str, "Node | None", Outcome | None] | None:
         """CanFuseWithAllNonBitcastUsers: None, or (XLA's reason, the refusing user, its outcome)."""
@@ -347,7 +346,7 @@ class PriorityFusionRun:
     # -- fusing (PriorityFusion::Fuse) -------------------------------------------------------
     def fuse(self, producer: "Node", consumer: "Node") -> "Node":
         # the new body's key, from the pair as it is before fusing (no walk of the grown body)
-        grown = grown_body_key(producer, consumer)
+        grown = grown_body_key(producer, consumer, self.model._node_keys)
         emitter, backend_kind = self.model.pair_kinds(producer, consumer)
         kind = FUSION_KIND_OF_EMITTER[emitter]
         if consumer.opcode != "fusion":
