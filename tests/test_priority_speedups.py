@@ -661,3 +661,33 @@ ENTRY e {
         assert shared.fused_ir_size(two, i) == fresh.fused_ir_size(two, i)
     assert shared.common_elementwise_utilization(two, e2, m2) == fresh.common_elementwise_utilization(two, e2, m2) > 0
     assert shared._fusions[two.uid] == fresh._fusions[two.uid]
+
+
+def test_a_kept_key_outlives_a_change_of_users_but_not_of_operands():
+    """A node's edit count moves when its users change too: its key, which reads only its
+    operands, is kept then (the same record, so the pair keys made from it hold), and made
+    anew when an operand changes."""
+    from hlofuse import graph as g
+    from hlofuse.cost.structure import KeyMemo, node_key, pair_key
+
+    program = Program.from_module(hlofuse.loads("""
+ENTRY e {
+  p = f32[8,16] parameter(0)
+  q = f32[8,16] parameter(1)
+  a = f32[8,16] add(p, q)
+  m = f32[8,16] multiply(a, p)
+  n = f32[8,16] negate(q)
+  ROOT t = (f32[8,16], f32[8,16]) tuple(m, n)
+}"""))
+    get = program.entry.get
+    known = KeyMemo()
+    a_key, pair = node_key(get("a"), known), pair_key(get("a"), get("m"), known)
+    kept = known.nodes[get("a").uid]
+    edits = get("a").edits
+    g.replace_operand(get("n"), get("q"), get("a"))  # a gains a user: n = negate(a)
+    assert get("a").edits != edits
+    assert node_key(get("a"), known) == a_key and known.nodes[get("a").uid] is kept
+    assert pair_key(get("a"), get("m"), known) == pair
+    g.replace_operand(get("a"), get("q"), get("p"))  # a = add(p, p): another key
+    assert node_key(get("a"), known) != a_key and known.nodes[get("a").uid] is not kept
+    assert node_key(get("a"), known) == node_key(get("a"), KeyMemo())

@@ -247,10 +247,13 @@ class GpuPerformanceModel:
     def invalidate(self, node: Node) -> None:
         """Forget what was computed about `node` as instruction, producer and consumer."""
         self._runtime.pop(node.uid, None)
-        self._fused.pop(node.uid, None)
+        fused = self._fused
+        fused.pop(node.uid, None)
         for op in node.operands:
             source = op.operands[0] if op.opcode == "get-tuple-element" and op.operands else op
-            self._fused.get(source.uid, {}).pop(node.uid, None)
+            times = fused.get(source.uid)
+            if times is not None:
+                times.pop(node.uid, None)
         self._analysis.pop(node.uid, None)
         for key in self._pairs_of.pop(node.uid, ()):
             self._pair_analysis.pop(key, None)

@@ -32,18 +32,22 @@ class KeyMemo:
     def __init__(self) -> None:
         #: node uid → its key and the state it was made from
         self.nodes: dict[int, KeptNodeKey] = {}
-        #: producer uid << 32 | consumer uid → the pair's key and the state it was made from
-        #: (one int, not a tuple of uids: nothing to build or hash per question)
+        #: producer uid << 32 | consumer uid → the pair's key and the node keys it was made
+        #: from (one int, not a tuple of uids: nothing to build or hash per question)
         self.pairs: dict[int, KeptPairKey] = {}
 
 
 class KeptNodeKey:
-    """A node's key and what it was made from: the node's edit count (which counts operand
-    changes), its body and the body's version, and its attributes (a copy: they are edited in
-    place)."""
+    """A node's key and what it was made from: its operands, its body and the body's version,
+    and its attributes (copies: both lists are edited in place).  `edits`, the node's edit
+    count when last checked, answers most questions at once; the count also moves when only
+    the node's users change, and then the operands, compared one by one, show the key holds
+    (the record stays: pair keys made from it hold too)."""
 
-    def __init__(self, edits: int, body: "Graph | None", version: int, attrs: list, key: object) -> None:
+    def __init__(self, edits: int, operands: list, body: "Graph | None", version: int, attrs: list,
+                 key: object) -> None:
         self.edits = edits
+        self.operands = operands
         self.body = body
         self.version = version
         self.attrs = attrs
@@ -51,13 +55,12 @@ class KeptNodeKey:
 
 
 class KeptPairKey:
-    """A pair's key and what it was made from: both edit counts and both node keys."""
+    """A pair's key and the records of the two node keys it was made from (while both hold,
+    so do the wiring and the key)."""
 
-    def __init__(self, p_edits: int, c_edits: int, p_key: object, c_key: object, key: object) -> None:
-        self.p_edits = p_edits
-        self.c_edits = c_edits
-        self.p_key = p_key
-        self.c_key = c_key
+    def __init__(self, producer: KeptNodeKey, consumer: KeptNodeKey, key: object) -> None:
+        self.producer = producer
+        self.consumer = consumer
         self.key = key
 
 
@@ -72,15 +75,23 @@ def node_key(node: "Node", known: KeyMemo | None = None) -> object:
     on every lookup."""
     if known is None:
         return _node_key(node)
+    return _kept(node, known).key
+
+
+def _kept(node: "Node", known: KeyMemo) -> KeptNodeKey:
+    """The record of `node`'s key in `known`, made anew if what it was made from changed."""
     body = node.fused
     version = body.version if body is not None else -1
     found = known.nodes.get(node.uid)
-    if found is not None and found.edits == node.edits and found.body is body and found.version == version \
-            and found.attrs == node.attrs:
-        return found.key
-    key = _numbered(node, _node_key(node))
-    known.nodes[node.uid] = KeptNodeKey(node.edits, body, version, list(node.attrs), key)
-    return key
+    if found is not None and found.body is body and found.version == version and found.attrs == node.attrs:
+        if found.edits == node.edits:
+            return found
+        if found.operands == node.operands:  # (identity: a Node has no __eq__)
+            found.edits = node.edits
+            return found
+    kept = known.nodes[node.uid] = KeptNodeKey(node.edits, list(node.operands), body, version, list(node.attrs),
+                                                _numbered(node, _node_key(node)))
+    return kept
 
 
 def _numbered(node: "Node", key: tuple) -> object:
@@ -108,18 +119,17 @@ def pair_key(producer: "Node", consumer: "Node", known: KeyMemo | None = None) -
     get-tuple-element) or the first of the producer's operands that is the same value.
 
     `known`: as for node_key (a number within the program); a pair's key is kept there too,
-    valid while neither node's operands changed (their edit counts) and both node keys hold."""
+    valid while both node keys hold as kept (their records: neither node's operands changed)."""
     if known is None:
         return _pair_key(producer, consumer, node_key(producer), node_key(consumer))
-    p_key = node_key(producer, known)
-    c_key = node_key(consumer, known)
+    p_kept = _kept(producer, known)
+    c_kept = _kept(consumer, known)
     slot = producer.uid << 32 | consumer.uid
     found = known.pairs.get(slot)
-    if found is not None and found.p_edits == producer.edits and found.c_edits == consumer.edits \
-            and found.p_key == p_key and found.c_key == c_key:
+    if found is not None and found.producer is p_kept and found.consumer is c_kept:
         return found.key
-    key = _numbered(consumer, _pair_key(producer, consumer, p_key, c_key))
-    known.pairs[slot] = KeptPairKey(producer.edits, consumer.edits, p_key, c_key, key)
+    key = _numbered(consumer, _pair_key(producer, consumer, p_kept.key, c_kept.key))
+    known.pairs[slot] = KeptPairKey(p_kept, c_kept, key)
     return key
 
 

@@ -133,8 +133,11 @@ class PriorityFusionRun:
         self._heap: list[tuple[float, int, int]] = []
         self._key: dict[int, tuple[float, int]] = {}
         self._nodes: dict[int, "Node"] = {}
-        self._can_fuse: dict[tuple[int, int], Outcome] = {}
-        self._can_fuse_keys: dict[int, set[tuple[int, int]]] = {}
+        #: CanFuse outcomes by producer uid << 32 | consumer uid (one int per pair: nothing
+        #: to build or hash per question), and the pairs each uid is in (for _invalidate; a
+        #: pair forgotten through one side stays listed on the other, and is skipped there)
+        self._can_fuse: dict[int, Outcome] = {}
+        self._can_fuse_keys: dict[int, list[int]] = {}
         #: CanFuse verdicts past the head rules by pair structure (_evaluate_can_fuse)
         self._verdicts: dict[tuple, "Outcome | tuple"] = {}
         self._to_update: dict[int, "Node"] = {}
@@ -265,13 +268,18 @@ class PriorityFusionRun:
 
     def can_fuse(self, producer: "Node", consumer: "Node") -> Outcome:
         """CanFuseCached: XLA's ordered checks, cached until either side changes."""
-        key = (producer.uid, consumer.uid)
+        key = producer.uid << 32 | consumer.uid
         outcome = self._can_fuse.get(key)
         if outcome is None:
             outcome = self._evaluate_can_fuse(producer, consumer)
             self._can_fuse[key] = outcome
-            self._can_fuse_keys.setdefault(producer.uid, set()).add(key)
-            self._can_fuse_keys.setdefault(consumer.uid, set()).add(key)
+            keys = self._can_fuse_keys
+            for uid in (producer.uid, consumer.uid):
+                listed = keys.get(uid)
+                if listed is None:
+                    keys[uid] = [key]
+                else:
+                    listed.append(key)
         return outcome
 
     def _evaluate_can_fuse(self, producer: "Node", consumer: "Node") -> Outcome:
@@ -417,8 +425,11 @@ class PriorityFusionRun:
 
     def _invalidate(self, node: "Node") -> None:
         """InvalidateCaches."""
-        for key in self._can_fuse_keys.pop(node.uid, ()):
-            self._can_fuse.pop(key, None)
+        keys = self._can_fuse_keys.pop(node.uid, None)
+        if keys is not None:
+            can_fuse = self._can_fuse
+            for key in keys:
+                can_fuse.pop(key, None)
         self.model.invalidate(node)
 
     def _update_priorities(self) -> None:
@@ -457,7 +468,7 @@ class PriorityFusionRun:
         self.ctx.record(make_decision(producer, consumer, outcome, **overrides))
 
     def _record_fused(self, producer: "Node", consumer: "Node") -> None:
-        outcome = self._can_fuse.get((producer.uid, consumer.uid)) or self.can_fuse(producer, consumer)
+        outcome = self.can_fuse(producer, consumer)
         relaxed = list(outcome.relaxed)
         if self.priority.get(producer.uid, 0) < 0:
             relaxed.append("PF-UNPROFITABLE")
