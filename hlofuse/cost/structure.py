@@ -89,8 +89,14 @@ def _kept(node: "Node", known: KeyMemo) -> KeptNodeKey:
         if found.operands == node.operands:  # (identity: a Node has no __eq__)
             found.edits = node.edits
             return found
-    kept = known.nodes[node.uid] = KeptNodeKey(node.edits, list(node.operands), body, version, list(node.attrs),
-                                                _numbered(node, _node_key(node)))
+    graph = node.graph
+    program: "Program | None" = graph.program if graph is not None else None
+    if program is None:
+        key: object = _node_key(node)
+    else:
+        structures = program.memo.structures
+        key = structures.setdefault(_node_key(node, True), len(structures))
+    kept = known.nodes[node.uid] = KeptNodeKey(node.edits, list(node.operands), body, version, list(node.attrs), key)
     return kept
 
 
@@ -104,12 +110,18 @@ def _numbered(node: "Node", key: tuple) -> object:
     return structures.setdefault(key, len(structures))
 
 
-def _node_key(node: "Node") -> tuple:
+def _node_key(node: "Node", numbering: bool = False) -> tuple:
+    """The key tuple; `numbering`: it is to be numbered in its program's memo, so a body is
+    named by its number alone (its (memo, number) pair would make the memo hold itself: a
+    reference cycle that outlives the replay)."""
     operands = node.operands
     first: dict[int, int] = {}
     outside = tuple((op.opcode, op.shape, first.setdefault(op.uid, i)) for i, op in enumerate(operands))
     body = node.fused
-    body_key = _body_key(body) if node.opcode == "fusion" and body is not None else None
+    body_key: object = None
+    if node.opcode == "fusion" and body is not None:
+        found = _body_key(body)
+        body_key = found[1] if numbering and body.program is not None else found  # (the node's program)
     return (node.opcode, node.shape, _attrs_key(node, body_key is not None), node.literal, body_key, outside)
 
 

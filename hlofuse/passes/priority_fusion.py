@@ -55,6 +55,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..pipeline import Context
 
 PASS_NAME = "priority-fusion"
+#: Where each rule of pf.CAN_FUSE_TAIL sits in it.
+_TAIL_INDEX = {rule_id: i for i, rule_id in enumerate(pf.CAN_FUSE_TAIL)}
 #: Where PF-CODE-DUPLICATION sits in pf.CAN_FUSE_TAIL.
 _CODE_DUPLICATION_AT = pf.CAN_FUSE_TAIL.index("PF-CODE-DUPLICATION")
 INF = math.inf
@@ -139,7 +141,7 @@ class PriorityFusionRun:
         self._can_fuse: dict[int, Outcome] = {}
         self._can_fuse_keys: dict[int, list[int]] = {}
         #: CanFuse verdicts past the head rules by pair structure (_evaluate_can_fuse)
-        self._verdicts: dict[tuple, "Outcome | tuple"] = {}
+        self._verdicts: dict[object, "Outcome | tuple"] = {}
         self._to_update: dict[int, "Node"] = {}
         self._new_consumers: dict[int, list["Node"]] = {}
         self._removed: dict[int, tuple[float, float]] = {}
@@ -299,13 +301,15 @@ class PriorityFusionRun:
         verdict = self._verdicts.get(structure)
         if verdict is None:
             outcome = evaluate(pf.CAN_FUSE_TAIL, self.candidate(producer, consumer), self.relaxed)
-            self._verdicts[structure] = outcome if outcome.allowed else (outcome.blocked_by, outcome.relaxed)
+            # (a refusal with where its rule sits in the list: the rules asked before it)
+            self._verdicts[structure] = outcome if outcome.allowed else (
+                outcome.blocked_by, outcome.relaxed, _TAIL_INDEX[outcome.blocked_by.id])
             return outcome
         if type(verdict) is Outcome:
             self._read_as_the_rules_do(producer, consumer, len(pf.CAN_FUSE_TAIL))
             return verdict
-        blocked_by, relaxed = verdict
-        self._read_as_the_rules_do(producer, consumer, pf.CAN_FUSE_TAIL.index(blocked_by.id))
+        blocked_by, relaxed, asked = verdict
+        self._read_as_the_rules_do(producer, consumer, asked)
         candidate = self.candidate(producer, consumer)  # (only here: a remembered fusion asks nothing)
         facts = blocked_by.check(candidate)
         if facts is None:  # (cannot happen while the key holds all the rule reads)
