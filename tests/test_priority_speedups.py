@@ -383,10 +383,10 @@ def test_can_fuse_verdicts_remembered_by_structure_equal_the_rules_asked_afresh(
 
 
 def test_structure_keys_kept_by_the_model_are_numbers_that_follow_edits():
-    """With a `known` dict the keys are numbers (equal structure, equal number) and a pair's
+    """With a KeyMemo the keys are numbers (equal structure, equal number) and a pair's
     key kept there follows an edit that changes its wiring but neither node's own key."""
     from hlofuse import graph as g
-    from hlofuse.cost.structure import node_key, pair_key
+    from hlofuse.cost.structure import KeyMemo, node_key, pair_key
 
     program = Program.from_module(hlofuse.loads("""
 ENTRY e {
@@ -399,20 +399,22 @@ ENTRY e {
   ROOT t = (f32[8,16], f32[8,16], f32[8,16]) tuple(m, b, c)
 }"""))
     get = program.entry.get
-    known: dict = {}
+    known = KeyMemo()
     assert node_key(get("a"), known) == node_key(get("b"), known) != node_key(get("c"), known)
     assert isinstance(node_key(get("a"), known), int)
     before = pair_key(get("a"), get("m"), known)
-    assert before[2] == pair_key(get("a"), get("m"))[2] == ("P", 0)
+    assert isinstance(before, int) and pair_key(get("a"), get("m"))[2] == ("P", 0)
+    m_key = node_key(get("m"), known)
     g.replace_operand(get("m"), get("p"), get("q"))  # m = multiply(a, q): same key, other wiring
     after = pair_key(get("a"), get("m"), known)
-    assert after[:2] == before[:2] and after[2] == pair_key(get("a"), get("m"))[2] == ("P", 1)
+    assert node_key(get("m"), known) == m_key and pair_key(get("a"), get("m"))[2] == ("P", 1)
+    assert after != before and after == pair_key(get("a"), get("m"), KeyMemo())  # (numbers are the program's)
 
 
 def test_a_kept_node_key_follows_an_attribute_edited_in_place():
     """Node.set_attr edits the attribute list in place (no edit count changes): a key kept in
     `known` is made anew, and equals the key of a node that has that attribute from the start."""
-    from hlofuse.cost.structure import node_key
+    from hlofuse.cost.structure import KeyMemo, node_key
 
     program = Program.from_module(hlofuse.loads("""
 ENTRY e {
@@ -423,7 +425,7 @@ ENTRY e {
   ROOT t = (f32[8,16], f32[8,16], f32[8,16]) tuple(a, b, c)
 }"""))
     get = program.entry.get
-    known: dict = {}
+    known = KeyMemo()
     assert node_key(get("a"), known) == node_key(get("b"), known) != node_key(get("c"), known)
     get("b").set_attr("dimensions", "{1}")
     assert node_key(get("b"), known) == node_key(get("c"), known) != node_key(get("a"), known)
@@ -435,7 +437,7 @@ ENTRY e {
 def test_fusion_cost_properties_remembered_by_structure_equal_the_ones_computed_afresh(monkeypatch):
     """A fusion's cost properties and utilisations answered from the analysis's memo by body
     structure, during priority replays (two GPUs), equal those computed for that very fusion."""
-    from hlofuse.cost.analysis import GpuHloCostAnalysis
+    from hlofuse.cost.analysis import GpuHloCostAnalysis, _unpacked
     from hlofuse.pipeline import Options, replay
 
     remembered = GpuHloCostAnalysis._analyse_fusion_by_structure
@@ -447,8 +449,11 @@ def test_fusion_cost_properties_remembered_by_structure_equal_the_ones_computed_
         if len(self._by_structure) == known:
             fresh = GpuHloCostAnalysis(self.profile, self.concat_penalty)
             assert found == fresh._analyse_fusion(fusion), fusion.name
-            assert self._fusions[fusion.uid] == fresh._fusions[fusion.uid], fusion.name
-            assert {k: list(r) for k, r in self._fusions[fusion.uid].roots.items()} == \
+            # (kept packed by position until a question needs them: unpacked here)
+            packed = self._packed.get(fusion.uid)
+            info = self._fusions[fusion.uid] if packed is None else _unpacked(fusion.fused.post_order(), packed[2])
+            assert info == fresh._fusions[fusion.uid], fusion.name
+            assert {k: list(r) for k, r in info.roots.items()} == \
                 {k: list(r) for k, r in fresh._fusions[fusion.uid].roots.items()}  # (summed in their order)
             seen["remembered"] += 1
         return found
@@ -573,3 +578,116 @@ ENTRY e {
     assert [pf.is_pf_fusible(n) for n in nodes] == [written_out(n) for n in nodes]
     assert {n.name for n in nodes if pf.is_pf_fusible(n)} >= {"l", "c", "t", "i"}
     assert not pf.is_pf_fusible(program.entry.get("r"))
+
+
+def test_bodies_keyed_by_how_they_grew_have_one_structure_per_key():
+    """PriorityFusion keys a body it grows by the pair it fused (structure.grown_body_key), not
+    by walking the body: every fusion sharing such a key has the same body spelled out, and
+    the layers of a model share keys."""
+    from hlofuse.cost.structure import spelled_out_body_key
+    from hlofuse.graph import graph_cache
+    from hlofuse.pipeline import Options, get_pipeline, make_context
+
+    module, options = _generated("priority", 1000)
+    for gpu in ("rtx2080ti", "h100_sxm"):
+        opts = Options(**{**options, "gpu": gpu})
+        ctx = make_context(opts)
+        spec = get_pipeline(opts.backend, opts.pipeline)
+        ctx.pipeline = spec.name
+        program = Program.from_module(module)
+        for name, fn in spec.passes:
+            ctx.pass_name = name
+            fn(program, ctx)
+            if name == "priority-fusion":
+                break
+        grown = {number for key, number in program.memo.structures.items() if key[0] == "grown"}
+        spelled: dict[int, tuple] = {}
+        sharing = 0
+        for graph in list(program.graphs.values()):
+            owner = graph.fusion_owner
+            if owner is None:
+                continue
+            memo, number = graph_cache(graph).get("structure") or (None, None)
+            if number not in grown:
+                continue
+            body = spelled_out_body_key(graph)
+            if number in spelled:
+                assert spelled[number] == body, owner.name
+                sharing += 1
+            else:
+                spelled[number] = body
+        assert len(spelled) > 20 and sharing > 100, (gpu, len(spelled), sharing)
+
+
+def test_utilisations_of_a_fusion_found_by_structure_are_those_of_its_own_instructions():
+    """The second of two equal fusions gets its properties from the first (by structure); the
+    utilisations, unpacked only when asked, are keyed by its own instructions and equal a
+    fresh analysis's."""
+    from hlofuse.cost.analysis import GpuHloCostAnalysis
+    from hlofuse.cost.profiles import profile_for
+
+    program = Program.from_module(hlofuse.loads("""
+f1 {
+  a = f32[64] parameter(0)
+  b = f32[64] parameter(1)
+  e = f32[64] exponential(a)
+  m = f32[64] multiply(e, b)
+  ROOT s = f32[64] add(m, e)
+}
+f2 {
+  x = f32[64] parameter(0)
+  y = f32[64] parameter(1)
+  e2 = f32[64] exponential(x)
+  m2 = f32[64] multiply(e2, y)
+  ROOT s2 = f32[64] add(m2, e2)
+}
+ENTRY e {
+  p = f32[64] parameter(0)
+  q = f32[64] parameter(1)
+  one = f32[64] fusion(p, q), kind=kLoop, calls=f1
+  two = f32[64] fusion(q, one), kind=kLoop, calls=f2
+  ROOT t = (f32[64], f32[64]) tuple(one, two)
+}"""))
+    profile = profile_for(load_gpu("h100_sxm"))
+    shared = GpuHloCostAnalysis(profile, by_structure=True)
+    one, two = program.entry.get("one"), program.entry.get("two")
+    shared.properties(one)
+    shared.properties(two)
+    assert two.uid in shared._packed and two.uid not in shared._fusions  # (not unpacked yet)
+    fresh = GpuHloCostAnalysis(profile)
+    body = two.fused
+    e2, m2 = body.get("e2"), body.get("m2")
+    for i in range(2):
+        assert shared.fused_ir_size(two, i) == fresh.fused_ir_size(two, i)
+    assert shared.common_elementwise_utilization(two, e2, m2) == fresh.common_elementwise_utilization(two, e2, m2) > 0
+    assert shared._fusions[two.uid] == fresh._fusions[two.uid]
+
+
+def test_a_kept_key_outlives_a_change_of_users_but_not_of_operands():
+    """A node's edit count moves when its users change too: its key, which reads only its
+    operands, is kept then (the same record, so the pair keys made from it hold), and made
+    anew when an operand changes."""
+    from hlofuse import graph as g
+    from hlofuse.cost.structure import KeyMemo, node_key, pair_key
+
+    program = Program.from_module(hlofuse.loads("""
+ENTRY e {
+  p = f32[8,16] parameter(0)
+  q = f32[8,16] parameter(1)
+  a = f32[8,16] add(p, q)
+  m = f32[8,16] multiply(a, p)
+  n = f32[8,16] negate(q)
+  ROOT t = (f32[8,16], f32[8,16]) tuple(m, n)
+}"""))
+    get = program.entry.get
+    known = KeyMemo()
+    a_key, pair = node_key(get("a"), known), pair_key(get("a"), get("m"), known)
+    kept = known.nodes[get("a").uid]
+    edits = get("a").edits
+    g.replace_operand(get("n"), get("q"), get("a"))  # a gains a user: n = negate(a)
+    assert get("a").edits != edits
+    assert node_key(get("a"), known) == a_key and known.nodes[get("a").uid] is kept
+    assert pair_key(get("a"), get("m"), known) == pair
+    g.replace_operand(get("a"), get("q"), get("p"))  # a = add(p, p): another key
+    assert node_key(get("a"), known) != a_key and known.nodes[get("a").uid] is not kept
+    assert node_key(get("a"), known) == node_key(get("a"), KeyMemo())

@@ -39,7 +39,7 @@ from functools import lru_cache
 
 from ..native import mypyc_attr
 from .. import attributes
-from ..graph import Node
+from ..graph import Graph, Node
 from ..gpu.properties import ELEMENTWISE_OPCODES, is_elementwise
 from ..gpu.shapes import byte_size, elements, elements_recursive, equal_ignoring_element_type, transpose_is_bitcast
 from .durations import f32
@@ -104,6 +104,15 @@ def _signature(node: Node) -> tuple:
             tuple(op.shape for op in node.operands))
 
 
+def _unpacked(order: list[Node], positional: tuple) -> FusionInfo:
+    """A FusionInfo kept by post-order position, for the fused instructions `order`."""
+    inner, roots, utilization = positional
+    uids = [n.uid for n in order]
+    return FusionInfo(dict(zip(uids, inner)),
+                      {uid: dict.fromkeys([uids[j] for j in mine]) for uid, mine in zip(uids, roots)},
+                      dict(zip(uids, utilization)))
+
+
 def _tuple_leaf_sizes(shape) -> int:
     if shape.is_tuple:
         return sum(_tuple_leaf_sizes(s) for s in shape.tuple_shapes)
@@ -147,6 +156,10 @@ class GpuHloCostAnalysis:
         self.concat_penalty = concat_penalty
         self._props: dict[int, tuple[tuple, Properties]] = {}
         self._fusions: dict[int, FusionInfo] = {}
+        #: Fusions whose properties were found by structure: (body, its version, positional
+        #: utilisations), unpacked into `_fusions` by the first question that needs them
+        #: (_fusion_info; most fusions are never asked).
+        self._packed: dict[int, tuple[Graph, int, tuple]] = {}
         self._reducer_flops: dict[str, float] = {}
         #: `by_structure`: a fusion's properties and utilisations by (kind, body structure),
         #: in post-order positions (_analyse_fusion_by_structure); None when not asked for (a
@@ -171,6 +184,7 @@ class GpuHloCostAnalysis:
         if cached is not None and cached[0] != _signature(node):
             del self._props[node.uid]
             self._fusions.pop(node.uid, None)
+            self._packed.pop(node.uid, None)
 
     def flop_count(self, node: Node) -> int:
         return int(self.properties(node).flops)
@@ -220,7 +234,16 @@ class GpuHloCostAnalysis:
     # -- analysis --------------------------------------------------------------------------
     def _fusion_info(self, fusion: Node) -> FusionInfo:
         self.properties(fusion)
-        return self._fusions[fusion.uid]
+        info = self._fusions.get(fusion.uid)
+        if info is None:
+            body, version, positional = self._packed.pop(fusion.uid)
+            if body.version != version:
+                # (the body changed and no one revisited the fusion: the passes revisit every
+                # node they change, so this is not reached; its own instructions, afresh)
+                self._analyse_fusion(fusion)
+                return self._fusions[fusion.uid]
+            info = self._fusions[fusion.uid] = _unpacked(body.post_order(), positional)
+        return info
 
     def _analyse(self, node: Node) -> Properties:
         if node.opcode == "fusion" and node.fused is not None:
@@ -239,15 +262,16 @@ class GpuHloCostAnalysis:
 
         body = fusion.fused
         key = (fusion.fusion_kind, body_key(body))
-        order = body.post_order()
         found = self._by_structure.get(key)
         if found is None:
+            self._packed.pop(fusion.uid, None)
             before = self._fusions.get(fusion.uid)
             props = self._analyse_fusion(fusion)
             info = self._fusions.get(fusion.uid)
             if info is None or info is before:  # (a custom fusion costed as its gather or scatter)
                 self._by_structure[key] = (props, None)
                 return props
+            order = body.post_order()
             position = {n.uid: i for i, n in enumerate(order)}
             self._by_structure[key] = (props, (
                 [info.props[n.uid] for n in order],
@@ -256,12 +280,8 @@ class GpuHloCostAnalysis:
             return props
         props, positional = found
         if positional is not None:
-            inner, roots, utilization = positional
-            uids = [n.uid for n in order]
-            self._fusions[fusion.uid] = FusionInfo(
-                dict(zip(uids, inner)),
-                {uid: dict.fromkeys([uids[j] for j in mine]) for uid, mine in zip(uids, roots)},
-                dict(zip(uids, utilization)))
+            self._fusions.pop(fusion.uid, None)
+            self._packed[fusion.uid] = (body, body.version, positional)
         return props
 
     def _instruction(self, node: Node) -> Properties:

@@ -44,7 +44,7 @@ from ..gpu.transposes import tiled_transpose, transposes_minor_dimension
 from .analysis import GpuHloCostAnalysis, _shape_facts, shape_size
 from .durations import f32, from_microseconds, from_nanoseconds, from_seconds
 from .profiles import profile_for
-from .structure import pair_key
+from .structure import KeyMemo, pair_key
 
 #: kKernelLaunchOverhead: 1 µs per kernel launch.
 KERNEL_LAUNCH_OVERHEAD = from_microseconds(1)
@@ -201,7 +201,7 @@ class LegacyPerformanceModel:
         #: estimate_run_time_terms' answers by the structure of the producer and its consumers
         #: (hlofuse.cost.structure), with the structure keys already made (by uid)
         self._terms: dict[tuple, RunTimeTerms] = {}
-        self._node_keys: dict = {}
+        self._node_keys = KeyMemo()
         self._keyed: Program | None = None  # the program those keys are of
 
     # -- device ---------------------------------------------------------------------------

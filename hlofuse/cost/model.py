@@ -31,7 +31,7 @@ from ..graph import Node, first_positions
 from ..gpu.config import ERA_PRIORITY, GpuConfig
 from . import durations as dur
 from .analysis import GpuHloCostAnalysis, shape_size
-from .structure import node_key, pair_key
+from .structure import KeyMemo, node_key, pair_key
 from .coalescing import coalescing_rate, is_read_coalesced
 from .durations import f32
 from .fusion_analysis import TRITON, FusionAnalysis, LaunchDimensions, analyse, analyse_producer_consumer, \
@@ -196,9 +196,8 @@ class GpuPerformanceModel:
         #: Run times by structure (hlofuse.cost.structure): the layers of a model repeat the
         #: same kernels and pairs.  Never invalidated: a key names what the answer depends on.
         self._by_structure: dict[tuple, tuple | BestTiling] = {}
-        #: node and pair keys, with the state they were made from, and the numbers standing
-        #: for key tuples (structure.node_key, pair_key)
-        self._node_keys: dict = {}
+        #: node and pair keys, with the state they were made from (structure.node_key, pair_key)
+        self._node_keys = KeyMemo()
 
     # -- analyses ------------------------------------------------------------------------
     def analysis(self, node: Node) -> FusionAnalysis:
@@ -248,10 +247,13 @@ class GpuPerformanceModel:
     def invalidate(self, node: Node) -> None:
         """Forget what was computed about `node` as instruction, producer and consumer."""
         self._runtime.pop(node.uid, None)
-        self._fused.pop(node.uid, None)
+        fused = self._fused
+        fused.pop(node.uid, None)
         for op in node.operands:
             source = op.operands[0] if op.opcode == "get-tuple-element" and op.operands else op
-            self._fused.get(source.uid, {}).pop(node.uid, None)
+            times = fused.get(source.uid)
+            if times is not None:
+                times.pop(node.uid, None)
         self._analysis.pop(node.uid, None)
         for key in self._pairs_of.pop(node.uid, ()):
             self._pair_analysis.pop(key, None)

@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING
 from .. import fusion_primitives as fp
 from ..cost import GpuPerformanceModel
 from ..cost import durations as dur
-from ..cost.fusion_analysis import FUSION_KIND_OF_EMITTER, REDUCTION, TRITON
+from ..cost.fusion_analysis import FUSION_KIND_OF_EMITTER, TRITON
 from ..cost.model import KERNEL_LAUNCH_OVERHEAD, RunTimes
-from ..cost.structure import pair_key
+from ..cost.structure import grown_body_key, pair_key, set_body_key
 from ..decision import Decision
 from ..gpu.config import ERA_PRIORITY, GpuConfig
 from ..gpu.fusible import fusible_computations
@@ -55,8 +55,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..pipeline import Context
 
 PASS_NAME = "priority-fusion"
-#: Where PF-REDUCTION-TO-LOOP and PF-CODE-DUPLICATION sit in pf.CAN_FUSE_TAIL.
-_REDUCTION_TO_LOOP_AT = pf.CAN_FUSE_TAIL.index("PF-REDUCTION-TO-LOOP")
+#: Where each rule of pf.CAN_FUSE_TAIL sits in it.
+_TAIL_INDEX = {rule_id: i for i, rule_id in enumerate(pf.CAN_FUSE_TAIL)}
+#: Where PF-CODE-DUPLICATION sits in pf.CAN_FUSE_TAIL.
 _CODE_DUPLICATION_AT = pf.CAN_FUSE_TAIL.index("PF-CODE-DUPLICATION")
 INF = math.inf
 
@@ -134,10 +135,13 @@ class PriorityFusionRun:
         self._heap: list[tuple[float, int, int]] = []
         self._key: dict[int, tuple[float, int]] = {}
         self._nodes: dict[int, "Node"] = {}
-        self._can_fuse: dict[tuple[int, int], Outcome] = {}
-        self._can_fuse_keys: dict[int, set[tuple[int, int]]] = {}
+        #: CanFuse outcomes by producer uid << 32 | consumer uid (one int per pair: nothing
+        #: to build or hash per question), and the pairs each uid is in (for _invalidate; a
+        #: pair forgotten through one side stays listed on the other, and is skipped there)
+        self._can_fuse: dict[int, Outcome] = {}
+        self._can_fuse_keys: dict[int, list[int]] = {}
         #: CanFuse verdicts past the head rules by pair structure (_evaluate_can_fuse)
-        self._verdicts: dict[tuple, "Outcome | tuple"] = {}
+        self._verdicts: dict[object, "Outcome | tuple"] = {}
         self._to_update: dict[int, "Node"] = {}
         self._new_consumers: dict[int, list["Node"]] = {}
         self._removed: dict[int, tuple[float, float]] = {}
@@ -266,13 +270,18 @@ class PriorityFusionRun:
 
     def can_fuse(self, producer: "Node", consumer: "Node") -> Outcome:
         """CanFuseCached: XLA's ordered checks, cached until either side changes."""
-        key = (producer.uid, consumer.uid)
+        key = producer.uid << 32 | consumer.uid
         outcome = self._can_fuse.get(key)
         if outcome is None:
             outcome = self._evaluate_can_fuse(producer, consumer)
             self._can_fuse[key] = outcome
-            self._can_fuse_keys.setdefault(producer.uid, set()).add(key)
-            self._can_fuse_keys.setdefault(consumer.uid, set()).add(key)
+            keys = self._can_fuse_keys
+            for uid in (producer.uid, consumer.uid):
+                listed = keys.get(uid)
+                if listed is None:
+                    keys[uid] = [key]
+                else:
+                    listed.append(key)
         return outcome
 
     def _evaluate_can_fuse(self, producer: "Node", consumer: "Node") -> Outcome:
@@ -292,13 +301,15 @@ class PriorityFusionRun:
         verdict = self._verdicts.get(structure)
         if verdict is None:
             outcome = evaluate(pf.CAN_FUSE_TAIL, self.candidate(producer, consumer), self.relaxed)
-            self._verdicts[structure] = outcome if outcome.allowed else (outcome.blocked_by, outcome.relaxed)
+            # (a refusal with where its rule sits in the list: the rules asked before it)
+            self._verdicts[structure] = outcome if outcome.allowed else (
+                outcome.blocked_by, outcome.relaxed, _TAIL_INDEX[outcome.blocked_by.id])
             return outcome
         if type(verdict) is Outcome:
             self._read_as_the_rules_do(producer, consumer, len(pf.CAN_FUSE_TAIL))
             return verdict
-        blocked_by, relaxed = verdict
-        self._read_as_the_rules_do(producer, consumer, pf.CAN_FUSE_TAIL.index(blocked_by.id))
+        blocked_by, relaxed, asked = verdict
+        self._read_as_the_rules_do(producer, consumer, asked)
         candidate = self.candidate(producer, consumer)  # (only here: a remembered fusion asks nothing)
         facts = blocked_by.check(candidate)
         if facts is None:  # (cannot happen while the key holds all the rule reads)
@@ -306,16 +317,16 @@ class PriorityFusionRun:
         return Outcome(blocked_by, dict(facts), relaxed)
 
     def _read_as_the_rules_do(self, producer: "Node", consumer: "Node", asked: int) -> None:
-        """What the first `asked` rules of CAN_FUSE_TAIL read from the model's caches, read
+        """What the first `asked` rules of CAN_FUSE_TAIL read from the cost analysis, read
         again for a remembered verdict.  The cost analysis keeps a node's properties as first
         computed until the node is revisited (XLA's HloCostAnalysis), so when they are first
-        computed is part of the replay: a verdict remembered must not move that moment."""
-        model = self.model
-        if asked > _REDUCTION_TO_LOOP_AT and model.analysis(producer).kind == REDUCTION:
-            model.pair_kind(producer, consumer)
+        computed is part of the replay: a verdict remembered must not move that moment.  (The
+        fusion analyses PF-REDUCTION-TO-LOOP reads are not read again: they are functions of
+        the nodes as they are, read no cost property, and are dropped whenever a node changes.)"""
         if asked > _CODE_DUPLICATION_AT:
-            model.cost.properties(consumer)
-            model.cost.properties(producer)
+            cost = self.model.cost
+            cost.properties(consumer)
+            cost.properties(producer)
 
     def _refusal_for_all_users(self, producer: "Node") -> tuple[str, "Node | None", Outcome | None] | None:
         """CanFuseWithAllNonBitcastUsers: None, or (XLA's reason, the refusing user, its outcome)."""
@@ -346,6 +357,8 @@ class PriorityFusionRun:
 
     # -- fusing (PriorityFusion::Fuse) -------------------------------------------------------
     def fuse(self, producer: "Node", consumer: "Node") -> "Node":
+        # the new body's key, from the pair as it is before fusing (no walk of the grown body)
+        grown = grown_body_key(producer, consumer, self.model._node_keys)
         emitter, backend_kind = self.model.pair_kinds(producer, consumer)
         kind = FUSION_KIND_OF_EMITTER[emitter]
         if consumer.opcode != "fusion":
@@ -360,6 +373,8 @@ class PriorityFusionRun:
             source = consumer if pf.is_generic_triton_fusion(consumer) else producer
             tiling = (source, best.tile, best.warps)
         fp.fuse_instruction(fusion, producer)
+        if grown is not None and fusion.fused is not None:
+            set_body_key(fusion.fused, grown)
         if tiling is not None:
             # XLA gives the result the best tiling it found (and kind kCustom)
             fusion.set_attr("backend_config", _triton_config(*tiling))
@@ -414,8 +429,11 @@ class PriorityFusionRun:
 
     def _invalidate(self, node: "Node") -> None:
         """InvalidateCaches."""
-        for key in self._can_fuse_keys.pop(node.uid, ()):
-            self._can_fuse.pop(key, None)
+        keys = self._can_fuse_keys.pop(node.uid, None)
+        if keys is not None:
+            can_fuse = self._can_fuse
+            for key in keys:
+                can_fuse.pop(key, None)
         self.model.invalidate(node)
 
     def _update_priorities(self) -> None:
@@ -454,7 +472,7 @@ class PriorityFusionRun:
         self.ctx.record(make_decision(producer, consumer, outcome, **overrides))
 
     def _record_fused(self, producer: "Node", consumer: "Node") -> None:
-        outcome = self._can_fuse.get((producer.uid, consumer.uid)) or self.can_fuse(producer, consumer)
+        outcome = self.can_fuse(producer, consumer)
         relaxed = list(outcome.relaxed)
         if self.priority.get(producer.uid, 0) < 0:
             relaxed.append("PF-UNPROFITABLE")
