@@ -721,16 +721,28 @@ class Program:
             names = cached[2]
         else:
             names = []
-            graphs = self.graphs
-            for node in g.post_order():
+            for node in self._calling_nodes(g):
                 if node.fused is not None:
                     names.append(node.fused.name)
                 if node.called:  # (most instructions call nothing)
-                    names.extend(c for c in node.called if c in graphs)
+                    names.extend(node.called)
             cache[g.name] = (g, g._version, names)
         if not names:
             return []
         return [self.graphs[n] for n in names if n in self.graphs]
+
+    @staticmethod
+    def _calling_nodes(g: Graph) -> list[Node]:
+        """The nodes of `g` that call or fuse a graph, in post order.  Most graphs (fusion
+        bodies) hold at most one, whose order needs no post order: that is computed only for
+        graphs with several."""
+        calling: list[Node] = []
+        for node in g._nodes.values():
+            if node.fused is not None or node.called:
+                calling.append(node)
+        if len(calling) < 2:
+            return calling
+        return [node for node in g.post_order() if node.fused is not None or node.called]
 
     def remove_dead_graphs(self) -> bool:
         """Remove every computation the entry no longer reaches through calls and fusions
@@ -741,8 +753,20 @@ class Program:
         live = {self.entry.name}
         stack = [self.entry]
         graphs = self.graphs
+        known = self.callees
         while stack:
-            for node in stack.pop()._nodes.values():  # (every node of the program: kept lean)
+            g = stack.pop()
+            cached = known.get(g.name)
+            if cached is not None and cached[0] is g and cached[1] == g._version:
+                # what graph_order found in this version of `g` (most graphs are unchanged
+                # since the order was last asked for: their nodes are not scanned again)
+                for name in cached[2]:
+                    graph = graphs.get(name)
+                    if graph is not None and name not in live:
+                        live.add(name)
+                        stack.append(graph)
+                continue
+            for node in g._nodes.values():  # (every node of a changed graph: kept lean)
                 fused = node.fused
                 if fused is not None and fused.name not in live and fused.name in graphs:
                     live.add(fused.name)
