@@ -200,7 +200,7 @@ class Graph:
         return len(self._nodes)
 
     def __contains__(self, node: Node) -> bool:
-        return node.uid in self._nodes and self._nodes[node.uid] is node
+        return self._nodes.get(node.uid) is node
 
     def get(self, name: str) -> Node | None:
         return self._names().get(name)
