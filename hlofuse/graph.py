@@ -124,9 +124,10 @@ class Node:
         found = cache.get("members")
         if found is None:
             out: dict[str, None] = {}  # ordered, and O(1) membership for large fusions
-            for node in self.fused.nodes():
+            for node in self.fused._nodes.values():
                 if node.opcode != "parameter":
-                    out.update(dict.fromkeys(node.members()))
+                    for name in node.origin if node.fused is None else node.members():
+                        out[name] = None
             found = cache["members"] = tuple(out)
         return found
 

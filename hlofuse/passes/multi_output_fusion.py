@@ -14,6 +14,8 @@ docs/xla/legacy-gpu-pipeline.md §7; docs/xla/priority-fusion.md §7.
 
 from __future__ import annotations
 
+from typing import Final
+
 from ..cost.legacy import shared_model
 from ..gpu import gpu_config
 from ..gpu.config import GpuConfig
@@ -27,6 +29,11 @@ from .cleanup import remove_instruction
 from ..rules import Candidate, Outcome, evaluate
 from ..rules.candidates import MofCandidate
 from ..rules.multi_output_fusion import PRODUCER_RULES, consumer_rules, sibling_rules
+
+
+#: The rule that answers for a consumer that passed when another was chosen (one tuple: the
+#: evaluator remembers its compiled lists per tuple).
+_OTHER_CONSUMER_PREFERRED: Final = ("MOF-OTHER-CONSUMER-PREFERRED",)
 
 
 def run(program, ctx: Context) -> bool:
@@ -250,7 +257,7 @@ class MultiOutputFusion:
         chosen = max(passing, key=priority) if passing else None  # first of the highest priority
         for consumer, outcome in outcomes:
             if outcome.allowed and consumer is not chosen:
-                outcome = evaluate(("MOF-OTHER-CONSUMER-PREFERRED",),
+                outcome = evaluate(_OTHER_CONSUMER_PREFERRED,
                                    MofCandidate(producer, consumer, self.ctx, reachable=self.reachable,
                                                 model=self.model, chosen=chosen))
             self.ctx.record(decision_from(self.ctx.pass_name, producer, consumer, outcome))
