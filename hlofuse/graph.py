@@ -17,7 +17,7 @@ from typing import Final, Iterable, Iterator
 
 from .native import mypyc_attr
 from . import attributes, ir
-from .names import NameUniquer
+from .names import NameUniquer, _Root
 
 
 # ------------------------------------------------------------------------------------------
@@ -30,7 +30,8 @@ class Node:
     uses were made (as XLA keeps them)."""
 
     __slots__ = ("name", "opcode", "shape", "operands", "users", "attrs", "literal", "called",
-                 "fused", "graph", "origin", "span", "uid", "edits", "user_slots", "visit", "cursor")
+                 "fused", "graph", "origin", "span", "uid", "edits", "user_slots", "visit", "cursor",
+                 "name_parts")
 
     def __init__(self, name: str, opcode: str, shape: ir.Shape, *, attrs=(), literal=None, called=(),
                  origin: tuple[str, ...] = (), span=None):
@@ -55,6 +56,9 @@ class Node:
         #: stands among its operands: graph walks mark nodes here instead of in sets of uids.
         self.visit = 0
         self.cursor = 0
+        #: How the program's name uniquer split `name` when it handed it out (NameUniquer.take),
+        #: handed to clones, which ask for the same name.
+        self.name_parts: "tuple[_Root, int, str] | None" = None
 
     # -- attributes -----------------------------------------------------------------------
     def attr(self, key: str, default: str | None = None) -> str | None:
@@ -234,7 +238,9 @@ class Graph:
         if program is None:  # (and, compiled, `program` is a Program below: its counters are read directly)
             raise ValueError(f"computation {self.name} belongs to no program: {node.name} cannot be added")
         if unique_name:
-            node.name = name = program.instruction_names.get(node.name)
+            parts = program.instruction_names.take(node.name, node.name_parts)
+            node.name = name = parts[2]
+            node.name_parts = parts
         else:
             name = node.name
             program.instruction_names.reserve(name)
@@ -1099,6 +1105,8 @@ def clone_node(node: Node, graph: Graph, name: str | None = None) -> Node:
             break
     copy = Node(name or node.name, node.opcode, node.shape, attrs=attrs, literal=node.literal,
                 called=node.called, origin=node.origin, span=node.span)
+    if name is None:
+        copy.name_parts = node.name_parts  # (checked against the name before use)
     if node.fused is not None:
         copy.fused = clone_graph(node.fused, graph.program)
         copy.fused.fusion_owner = copy

@@ -55,14 +55,23 @@ class NameUniquer:
         return parts
 
     def get(self, requested: str) -> str:
-        parts = self._parts.get(requested)
-        if parts is None:
-            parts = self._parts_of(requested)
+        return self.take(requested, None)[2]
+
+    def take(self, requested: str, known: "tuple[_Root, int, str] | None") -> "tuple[_Root, int, str]":
+        """get(requested), answered as (root, number, name) of the name handed out: what a
+        request for that name splits into.  `known`, when it is such an answer for the text
+        requested (a clone asks for its original's name), spares looking the text up among
+        every name ever requested (a table of hundreds of thousands at 100k instructions)."""
+        if known is not None and known[2] == requested:
+            parts = known
+        else:
+            found = self._parts.get(requested)
+            parts = found if found is not None else self._parts_of(requested)
         root, want, free = parts
         used = root.used
         if want not in used:
             used.add(want)
-            return free
+            return parts  # (`free` splits into this root and number)
         # XLA's SequentialIdGenerator: the counter starts at 0 and only moves forward
         # (a clone of `add.15` becomes `add.0` while 0 is free).
         k = root.next
@@ -70,7 +79,7 @@ class NameUniquer:
             k += 1
         used.add(k)
         root.next = k + 1
-        return f"{root.name}.{k}"
+        return (root, k, f"{root.name}.{k}")
 
 
 _CLEAN_NAME = re.compile(r"[A-Za-z0-9_.\-]+").fullmatch

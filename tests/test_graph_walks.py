@@ -187,3 +187,24 @@ def test_control_predecessors_are_found_by_name():
     program = Program.from_module(loads(text))
     entry = program.entry
     assert [n.name for n in entry.control_predecessors(entry.root)] == ["b"]
+
+
+def test_clones_are_named_as_by_a_lookup_of_their_original_name():
+    from hlofuse.graph import clone_node
+    from hlofuse.names import NameUniquer
+
+    program = Program.from_module(loads(CALLS))
+    entry = program.entry
+    a = entry["a"]
+    first = clone_node(a, entry)  # parsed: its name is looked up
+    second = clone_node(first, entry)  # a clone: the parts its name was handed out with
+    entry.rename(first, "renamed.7")
+    third = clone_node(first, entry)  # renamed since: the parts do not fit, looked up again
+    reference = NameUniquer()
+    for name in ("add_f", "max_f", "unused", "e", "x", "y", "s", "c", "p", "z", "b", "a", "t"):
+        reference.reserve(name)
+    expected = [reference.get("a")]
+    expected.append(reference.get(expected[0]))
+    expected.append(reference.get("renamed.7"))
+    assert [first.name, second.name, third.name] == ["renamed.7", expected[1], expected[2]]
+    assert expected[0] == "a.1" and second.name_parts[2] == second.name
