@@ -17,7 +17,7 @@ from typing import Final, Iterable, Iterator
 
 from .native import mypyc_attr
 from . import attributes, ir
-from .names import NameUniquer
+from .names import NameUniquer, _Root
 
 
 # ------------------------------------------------------------------------------------------
@@ -30,7 +30,8 @@ class Node:
     uses were made (as XLA keeps them)."""
 
     __slots__ = ("name", "opcode", "shape", "operands", "users", "attrs", "literal", "called",
-                 "fused", "graph", "origin", "span", "uid", "edits", "user_slots")
+                 "fused", "graph", "origin", "span", "uid", "edits", "user_slots", "visit", "cursor",
+                 "name_parts")
 
     def __init__(self, name: str, opcode: str, shape: ir.Shape, *, attrs=(), literal=None, called=(),
                  origin: tuple[str, ...] = (), span=None):
@@ -51,6 +52,13 @@ class Node:
         self.edits = 0
         #: id(user) → its position in `users`, kept only for nodes with many users (see _remove_user).
         self.user_slots: dict[int, int] | None = None
+        #: The walk (a number from _WALKS) that last reached this node, and where that walk
+        #: stands among its operands: graph walks mark nodes here instead of in sets of uids.
+        self.visit = 0
+        self.cursor = 0
+        #: How the program's name uniquer split `name` when it handed it out (NameUniquer.take),
+        #: handed to clones, which ask for the same name.
+        self.name_parts: "tuple[_Root, int, str] | None" = None
 
     # -- attributes -----------------------------------------------------------------------
     def attr(self, key: str, default: str | None = None) -> str | None:
@@ -120,9 +128,10 @@ class Node:
         found = cache.get("members")
         if found is None:
             out: dict[str, None] = {}  # ordered, and O(1) membership for large fusions
-            for node in self.fused.nodes():
+            for node in self.fused._nodes.values():
                 if node.opcode != "parameter":
-                    out.update(dict.fromkeys(node.members()))
+                    for name in node.origin if node.fused is None else node.members():
+                        out[name] = None
             found = cache["members"] = tuple(out)
         return found
 
@@ -152,7 +161,9 @@ class Graph:
         self.is_entry = is_entry
         self.attrs = list(attrs)
         self._nodes: dict[int, Node] = {}
-        self._by_name: dict[str, Node] = {}
+        #: name → node, made when first asked for (graph edits keep it once made): most
+        #: computations, fusion bodies, are never asked for a node by name.
+        self._by_name: dict[str, Node] | None = None
         self._root: Node | None = None
         #: Bumped on every change of the computation (nodes, edges, root), so analyses can
         #: cache per version (`version`; every bump also counts in `program.edits`).
@@ -194,13 +205,19 @@ class Graph:
         return len(self._nodes)
 
     def __contains__(self, node: Node) -> bool:
-        return node.uid in self._nodes and self._nodes[node.uid] is node
+        return self._nodes.get(node.uid) is node
 
     def get(self, name: str) -> Node | None:
-        return self._by_name.get(name)
+        return self._names().get(name)
 
     def __getitem__(self, name: str) -> Node:
-        return self._by_name[name]
+        return self._names()[name]
+
+    def _names(self) -> dict[str, Node]:
+        found = self._by_name
+        if found is None:
+            found = self._by_name = {node.name: node for node in self._nodes.values()}
+        return found
 
     @property
     def is_fusion_body(self) -> bool:
@@ -221,7 +238,9 @@ class Graph:
         if program is None:  # (and, compiled, `program` is a Program below: its counters are read directly)
             raise ValueError(f"computation {self.name} belongs to no program: {node.name} cannot be added")
         if unique_name:
-            node.name = name = program.instruction_names.get(node.name)
+            parts = program.instruction_names.take(node.name, node.name_parts)
+            node.name = name = parts[2]
+            node.name_parts = parts
         else:
             name = node.name
             program.instruction_names.reserve(name)
@@ -231,7 +250,9 @@ class Graph:
         program._uid += 1
         node.uid = uid = program._uid
         self._nodes[uid] = node
-        self._by_name[name] = node
+        by_name = self._by_name
+        if by_name is not None:
+            by_name[name] = node
         if node.opcode == "parameter":
             params = self.parameters
             if params and int(params[-1].literal) > int(node.literal):  # (parameter_number, inlined)
@@ -255,8 +276,9 @@ class Graph:
             _remove_user(op, node)
         node.operands = []
         self._nodes.pop(node.uid, None)
-        if self._by_name.get(node.name) is node:
-            del self._by_name[node.name]
+        by_name = self._by_name
+        if by_name is not None and by_name.get(node.name) is node:
+            del by_name[node.name]
         if node.opcode == "parameter":
             params = self.parameters
             i = _index_of(params, node, 0)
@@ -267,10 +289,12 @@ class Graph:
         waiting = []
         if self.program is not None and self.program.has_control:
             waiting = [(s, self.control_predecessors(s)) for s in self.control_successors(node)]
-        if self._by_name.get(node.name) is node:
-            del self._by_name[node.name]
+        by_name = self._by_name
+        if by_name is not None:
+            if by_name.get(node.name) is node:
+                del by_name[node.name]
+            by_name[new_name] = node
         node.name = new_name
-        self._by_name[new_name] = node
         for succ, preds in waiting:  # their edges name `node` by its new name
             set_control_predecessors(succ, preds)
 
@@ -304,6 +328,45 @@ class Graph:
         return list(order)
 
     def _post_order(self) -> list[Node]:
+        if self.program is None or self.program.has_control:
+            return self._post_order_with_control()
+        # The search below without control edges: each node marked with this walk's number
+        # and the position of its next operand (native fields of the node, not a set of uids
+        # and an iterator per node: this runs for every version of every computation).
+        order: list[Node] = []
+        append = order.append
+        walk = _WALKS.start()
+        nodes = list(self._nodes.values())
+        for start in nodes:
+            if start.users or start.visit == walk:
+                continue
+            start.visit = walk
+            start.cursor = 0
+            stack = [start]
+            while stack:
+                node = stack[-1]
+                operands = node.operands
+                i = node.cursor
+                n = len(operands)
+                pushed = False
+                while i < n:
+                    child = operands[i]
+                    i += 1
+                    if child.visit != walk:
+                        node.cursor = i
+                        child.visit = walk
+                        child.cursor = 0
+                        stack.append(child)
+                        pushed = True
+                        break
+                if not pushed:
+                    stack.pop()
+                    append(node)
+        if len(order) != len(nodes):  # cycles cannot happen; be safe about strays
+            order.extend(n for n in nodes if n.visit != walk)
+        return order
+
+    def _post_order_with_control(self) -> list[Node]:
         # A depth-first search that walks each node's children with an iterator (the
         # recursive search XLA's iterative one is equivalent to: a child already expanded is
         # skipped, the others are visited in order), about twice as fast as pushing every
@@ -350,7 +413,8 @@ class Graph:
         text = node.attr(CONTROL)
         if not text:
             return []
-        return [self._by_name[n] for n in ir._names_in(text) if n in self._by_name]
+        by_name = self._names()
+        return [by_name[n] for n in ir._names_in(text) if n in by_name]
 
     def control_successors(self, node: Node) -> list[Node]:
         """Nodes that list `node` among their control predecessors (a scan: asked only of
@@ -374,6 +438,21 @@ class Graph:
 
     def __repr__(self) -> str:
         return f"<Graph {self.name}: {len(self._nodes)} nodes>"
+
+
+class _WalkNumbers:
+    """Numbers for graph walks that mark the nodes they reach (Node.visit): a new number per
+    walk, so no mark needs clearing."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def start(self) -> int:
+        self.last += 1
+        return self.last
+
+
+_WALKS: Final = _WalkNumbers()
 
 
 def graph_cache(graph: Graph) -> dict:
@@ -648,7 +727,7 @@ class Program:
                 node.operands = node.users = []
                 node.fused = node.graph = node.user_slots = None
             graph._nodes = {}
-            graph._by_name = {}
+            graph._by_name = None
             graph._root = graph.fusion_owner = graph.answers = graph.program = None
             graph.boundary_explainer = None
             graph.parameters = []
@@ -721,16 +800,28 @@ class Program:
             names = cached[2]
         else:
             names = []
-            graphs = self.graphs
-            for node in g.post_order():
+            for node in self._calling_nodes(g):
                 if node.fused is not None:
                     names.append(node.fused.name)
                 if node.called:  # (most instructions call nothing)
-                    names.extend(c for c in node.called if c in graphs)
+                    names.extend(node.called)
             cache[g.name] = (g, g._version, names)
         if not names:
             return []
         return [self.graphs[n] for n in names if n in self.graphs]
+
+    @staticmethod
+    def _calling_nodes(g: Graph) -> list[Node]:
+        """The nodes of `g` that call or fuse a graph, in post order.  Most graphs (fusion
+        bodies) hold at most one, whose order needs no post order: that is computed only for
+        graphs with several."""
+        calling: list[Node] = []
+        for node in g._nodes.values():
+            if node.fused is not None or node.called:
+                calling.append(node)
+        if len(calling) < 2:
+            return calling
+        return [node for node in g.post_order() if node.fused is not None or node.called]
 
     def remove_dead_graphs(self) -> bool:
         """Remove every computation the entry no longer reaches through calls and fusions
@@ -741,8 +832,20 @@ class Program:
         live = {self.entry.name}
         stack = [self.entry]
         graphs = self.graphs
+        known = self.callees
         while stack:
-            for node in stack.pop()._nodes.values():  # (every node of the program: kept lean)
+            g = stack.pop()
+            cached = known.get(g.name)
+            if cached is not None and cached[0] is g and cached[1] == g._version:
+                # what graph_order found in this version of `g` (most graphs are unchanged
+                # since the order was last asked for: their nodes are not scanned again)
+                for name in cached[2]:
+                    graph = graphs.get(name)
+                    if graph is not None and name not in live:
+                        live.add(name)
+                        stack.append(graph)
+                continue
+            for node in g._nodes.values():  # (every node of a changed graph: kept lean)
                 fused = node.fused
                 if fused is not None and fused.name not in live and fused.name in graphs:
                     live.add(fused.name)
@@ -789,6 +892,7 @@ class Program:
             for instr in comp.instructions:
                 if instr.opcode == "fusion" and instr.fused_computation:
                     fusion_bodies[instr.fused_computation] = (comp.name, instr.name)
+        owners: dict[str, Node] = {}  # fused computation → the fusion instruction it is the body of
         # (the input's names are reserved as the graphs and nodes are added, unique_name=False)
         for comp in module.computations:
             g = Graph(prog, comp.name, is_entry=comp.name == module.entry_name, attrs=comp.attrs)
@@ -802,6 +906,8 @@ class Program:
                             span=instr.span)
                 g.add(node, unique_name=False)
                 nodes[instr.name] = node
+                if instr.opcode == "fusion" and fusion_bodies.get(instr.fused_computation) == (comp.name, instr.name):
+                    owners[instr.fused_computation] = node
             for instr in comp.instructions:
                 node = nodes[instr.name]
                 for op in instr.operands:
@@ -811,9 +917,9 @@ class Program:
             g.root = nodes[comp.root_name]
             if comp.name == module.entry_name:
                 prog.entry = g
-        for body, (comp_name, instr_name) in fusion_bodies.items():
+        for body in fusion_bodies:
             if body in prog.graphs:
-                owner = prog.graphs[comp_name][instr_name]
+                owner = owners[body]
                 owner.fused = prog.graphs[body]
                 owner.fused.fusion_owner = owner
         # Nodes inside fused bodies stand for the input module's instructions of the same name.
@@ -999,6 +1105,8 @@ def clone_node(node: Node, graph: Graph, name: str | None = None) -> Node:
             break
     copy = Node(name or node.name, node.opcode, node.shape, attrs=attrs, literal=node.literal,
                 called=node.called, origin=node.origin, span=node.span)
+    if name is None:
+        copy.name_parts = node.name_parts  # (checked against the name before use)
     if node.fused is not None:
         copy.fused = clone_graph(node.fused, graph.program)
         copy.fused.fusion_owner = copy

@@ -7,18 +7,28 @@ from __future__ import annotations
 import re
 
 
+class _Root:
+    """The numbers of one name root: those in use, and where XLA's counter for it stands."""
+
+    __slots__ = ("name", "used", "next")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.used: set[int] = set()
+        #: XLA's SequentialIdGenerator: starts at 0 and only moves forward.
+        self.next = 0
+
+
 class NameUniquer:
     """Hands out unique names the way XLA's NameUniquer does: `root` or `root.N` is kept when
     free, otherwise the next unused number of that root is appended."""
 
     def __init__(self) -> None:
-        self._used: dict[str, set[int]] = {}
-        self._next: dict[str, int] = {}
-        #: requested name → (root, wanted number, the name if that number is free, the used
-        #: numbers of the root): a replay asks for the names of the instructions it clones
-        #: again and again (600k requests at 100k instructions), so each request text is
-        #: sanitized and split once.  The set is the one in `_used` (never replaced).
-        self._parts: dict[str, tuple[str, int, str, set[int]]] = {}
+        self._roots: dict[str, _Root] = {}
+        #: requested name → (its root, wanted number, the name if that number is free): a
+        #: replay asks for the names of the instructions it clones again and again (600k
+        #: requests at 100k instructions), so each request text is sanitized and split once.
+        self._parts: dict[str, tuple[_Root, int, str]] = {}
 
     @staticmethod
     def _split(name: str) -> tuple[str, int | None]:
@@ -28,32 +38,48 @@ class NameUniquer:
             return root, int(digits)
         return name, None
 
+    def _root(self, name: str) -> _Root:
+        found = self._roots.get(name)
+        if found is None:
+            found = self._roots[name] = _Root(name)
+        return found
+
     def reserve(self, name: str) -> None:
         root, n = self._split(name)
-        self._used.setdefault(root, set()).add(n if n is not None else 0)
+        self._root(root).used.add(n if n is not None else 0)
 
-    def _parts_of(self, requested: str) -> tuple[str, int, str, set[int]]:
-        root, n = self._split(_sanitize(requested))
-        used = self._used.setdefault(root, set())
-        parts = self._parts[requested] = (root, 0, root, used) if n is None else (root, n, f"{root}.{n}", used)
+    def _parts_of(self, requested: str) -> tuple[_Root, int, str]:
+        name, n = self._split(_sanitize(requested))
+        root = self._root(name)
+        parts = self._parts[requested] = (root, 0, name) if n is None else (root, n, f"{name}.{n}")
         return parts
 
     def get(self, requested: str) -> str:
-        parts = self._parts.get(requested)
-        if parts is None:
-            parts = self._parts_of(requested)
-        root, want, free, used = parts
+        return self.take(requested, None)[2]
+
+    def take(self, requested: str, known: "tuple[_Root, int, str] | None") -> "tuple[_Root, int, str]":
+        """get(requested), answered as (root, number, name) of the name handed out: what a
+        request for that name splits into.  `known`, when it is such an answer for the text
+        requested (a clone asks for its original's name), spares looking the text up among
+        every name ever requested (a table of hundreds of thousands at 100k instructions)."""
+        if known is not None and known[2] == requested:
+            parts = known
+        else:
+            found = self._parts.get(requested)
+            parts = found if found is not None else self._parts_of(requested)
+        root, want, free = parts
+        used = root.used
         if want not in used:
             used.add(want)
-            return free
+            return parts  # (`free` splits into this root and number)
         # XLA's SequentialIdGenerator: the counter starts at 0 and only moves forward
         # (a clone of `add.15` becomes `add.0` while 0 is free).
-        k = self._next.get(root, 0)
+        k = root.next
         while k in used:
             k += 1
         used.add(k)
-        self._next[root] = k + 1
-        return f"{root}.{k}"
+        root.next = k + 1
+        return (root, k, f"{root.name}.{k}")
 
 
 _CLEAN_NAME = re.compile(r"[A-Za-z0-9_.\-]+").fullmatch

@@ -97,11 +97,41 @@ def _has_duplicates(graph: Graph) -> bool:
     """Whether two instructions cse_graph may merge have the same key.  Without such a pair its
     walk merges nothing (keys change only when something is merged), so the post order it
     walks in need not be computed."""
+    # Equal keys mean equal operand lists: two instructions with operands share the first,
+    # and are both among its users; two without operands are both leaves.  So keys are made
+    # only for the users of an instruction read first by several, and for the leaves (most
+    # fused instructions have one user: most computations need no key at all).
+    leaves: list[Node] = []
+    for node in graph.nodes():
+        users = node.users
+        if len(users) > 1 and _duplicate_among(node, users):
+            return True
+        if not node.operands and node.opcode not in _SIDE_EFFECT:
+            leaves.append(node)
+    if len(leaves) < 2:
+        return False
     seen: set[tuple] = set()
-    for node in graph:
-        if node.opcode in _SIDE_EFFECT:
-            continue
+    for node in leaves:
         key = _cse_key(node)
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
+
+
+def _duplicate_among(first: Node, users: list[Node]) -> bool:
+    """Whether two of `users` that read `first` as their first operand have the same key."""
+    seen: set[tuple] | None = None
+    candidate: Node | None = None
+    for user in users:
+        if user.operands[0] is not first or user.opcode in _SIDE_EFFECT:
+            continue
+        if candidate is None:
+            candidate = user  # (a key is made only once a second one is found)
+            continue
+        if seen is None:
+            seen = {_cse_key(candidate)}
+        key = _cse_key(user)
         if key in seen:
             return True
         seen.add(key)

@@ -55,6 +55,10 @@ from ..rules.horizontal_fusion import LoopFusionXla, is_concatenation_input_fusi
 from .cleanup import remove_instruction
 
 #: xla_data.proto PrimitiveType numbers: the sort key XLA orders candidates by.
+#: What two input fusions joined horizontally are asked (one tuple: the evaluator remembers
+#: its compiled lists per tuple).
+_INPUT_PAIR_RULES = SHAPE_RULES + BUDGET_RULES
+
 _TYPE_ORDER = {
     "pred": 1, "s8": 2, "s16": 3, "s32": 4, "s64": 5, "u8": 6, "u16": 7, "u32": 8, "u64": 9, "f16": 10, "f32": 11,
     "f64": 12, "tuple": 13, "opaque": 14, "c64": 15, "bf16": 16, "token": 17, "c128": 18, "f8e5m2": 19,
@@ -420,7 +424,7 @@ def fuse_input_reductions(graph: Graph, ctx: Context) -> bool:
         anchor = 0
         for j in range(1, len(candidates)):
             first, second = candidates[anchor], candidates[j]
-            outcome = ctx.decide(SHAPE_RULES + BUDGET_RULES,
+            outcome = ctx.decide(_INPUT_PAIR_RULES,
                                  Candidate(first, second, ctx, pair=(first, second), budget=(first, second, False)))
             if outcome.allowed:
                 fuse_into_multi_output(first, second)

@@ -14,6 +14,8 @@ docs/xla/legacy-gpu-pipeline.md §7; docs/xla/priority-fusion.md §7.
 
 from __future__ import annotations
 
+from typing import Final
+
 from ..cost.legacy import shared_model
 from ..gpu import gpu_config
 from ..gpu.config import GpuConfig
@@ -27,6 +29,11 @@ from .cleanup import remove_instruction
 from ..rules import Candidate, Outcome, evaluate
 from ..rules.candidates import MofCandidate
 from ..rules.multi_output_fusion import PRODUCER_RULES, consumer_rules, sibling_rules
+
+
+#: The rule that answers for a consumer that passed when another was chosen (one tuple: the
+#: evaluator remembers its compiled lists per tuple).
+_OTHER_CONSUMER_PREFERRED: Final = ("MOF-OTHER-CONSUMER-PREFERRED",)
 
 
 def run(program, ctx: Context) -> bool:
@@ -67,9 +74,20 @@ class Reachability:
     def __init__(self, graph: Graph):
         self.graph = graph
         self.level: dict[int, int] = {}
+        level = self.level
         gap = self.GAP
-        for node in graph.post_order():
-            self.level[node.uid] = gap + max((self.level.get(p.uid, 0) for p in self._preds(node)), default=0)
+        for node in graph.post_order():  # (every node of the computation: no list per node)
+            highest = 0
+            for pred in node.operands:
+                found = level.get(pred.uid, 0)
+                if found > highest:
+                    highest = found
+            if node.attrs and node.attr("control-predecessors"):
+                for pred in graph.control_predecessors(node):
+                    found = level.get(pred.uid, 0)
+                    if found > highest:
+                        highest = found
+            level[node.uid] = gap + highest
         self._memo: dict[tuple[int, int], bool] = {}
 
     def _preds(self, node: Node) -> list[Node]:
@@ -154,6 +172,10 @@ class MultiOutputFusion:
         self.cfg = cfg
         self.model = make_model(ctx, cfg)
         self.reachable = Reachability(graph)
+        # the rule lists, built once per computation (a new tuple per question is compiled
+        # again by evaluate: its compiled lists are remembered per tuple)
+        self.sibling_rules = sibling_rules()
+        self.consumer_rules = consumer_rules()
 
     def run(self) -> bool:
         changed = False
@@ -192,7 +214,7 @@ class MultiOutputFusion:
             j = i + 1
             while j < len(siblings):
                 second = siblings[j]
-                outcome = self.ctx.decide(sibling_rules(), MofCandidate(
+                outcome = self.ctx.decide(self.sibling_rules, MofCandidate(
                     first, second, self.ctx, parent=parent, reachable=self.reachable, pair=(first, second),
                     budget=(first, second, False), model=self.model))
                 if not outcome.allowed:
@@ -226,7 +248,7 @@ class MultiOutputFusion:
             return False
         outcomes: list[tuple[Node, Outcome]] = []
         for consumer in users:
-            outcome = evaluate(consumer_rules(), MofCandidate(
+            outcome = evaluate(self.consumer_rules, MofCandidate(
                 producer, consumer, self.ctx, reachable=self.reachable, pair=(consumer, producer),
                 budget=(producer, consumer, False), model=self.model), self.ctx.relaxed)
             relaxed = tuple(dict.fromkeys(eligible.relaxed + outcome.relaxed))
@@ -235,7 +257,7 @@ class MultiOutputFusion:
         chosen = max(passing, key=priority) if passing else None  # first of the highest priority
         for consumer, outcome in outcomes:
             if outcome.allowed and consumer is not chosen:
-                outcome = evaluate(("MOF-OTHER-CONSUMER-PREFERRED",),
+                outcome = evaluate(_OTHER_CONSUMER_PREFERRED,
                                    MofCandidate(producer, consumer, self.ctx, reachable=self.reachable,
                                                 model=self.model, chosen=chosen))
             self.ctx.record(decision_from(self.ctx.pass_name, producer, consumer, outcome))
