@@ -4,6 +4,7 @@ xla/tools/hlo_opt/gpu_specs/), for the rules and the cost model that depend on t
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,19 +48,41 @@ class DeviceSpec:
 
 _FIELD_RE = re.compile(r"^\s*([a-z_0-9]+)\s*:\s*(\"[^\"]*\"|[-0-9.eE+]+)", re.M)
 
+#: What the cost models divide by or count a device's lanes with.  XLA's own descriptions never
+#: carry 0 there; a 0 would make every estimate undefined (a division by zero deep in a replay).
+_POSITIVE = ("core_count", "memory_bandwidth", "clock_rate_ghz", "threads_per_warp",
+             "threads_per_block_limit", "threads_per_core_limit", "fpus_per_core")
 
-def parse_spec(text: str, name: str) -> DeviceSpec:
+
+def parse_spec(text: str, name: str, path: str | None = None) -> DeviceSpec:
+    """The description in `text` (`path`, when given, places errors in the file)."""
     fields: dict[str, str] = {}
-    for key, value in _FIELD_RE.findall(text):
-        fields.setdefault(key, value)
+    places: dict[str, int] = {}
+    for match in _FIELD_RE.finditer(text):
+        key, value = match.groups()
+        if key not in fields:
+            fields[key], places[key] = value, match.start(2)
     # `minor` is left out when it is 0 (proto text omits default values: h100_sxm says only `major: 9`).
     cc = re.search(r"cuda_compute_capability\s*\{\s*major:\s*(\d+)(?:\s*minor:\s*(\d+))?", text)
 
     def num(key, default=0, kind=int):
+        if key not in fields:
+            return default
         try:
-            return kind(fields[key].strip('"')) if key in fields else default
+            value = kind(fields[key].strip('"'))
         except ValueError:
-            raise InputError(f"GPU description {name}: {key} is not a number") from None
+            raise bad(key, "is not a number") from None
+        if value < 0 or (value == 0 and key in _POSITIVE) or (kind is float and not math.isfinite(value)):
+            wanted = "positive" if key in _POSITIVE else "non-negative"
+            raise bad(key, f"must be a finite {wanted} number, got {fields[key]}")
+        return value
+
+    def bad(key: str, what: str) -> InputError:
+        at = places[key]
+        line = text.count("\n", 0, at) + 1
+        column = at - (text.rfind("\n", 0, at) + 1) + 1
+        where = f"{path}:{line}:{column}: " if path else ""
+        return InputError(f"{where}GPU description {name}: {key} {what}")
 
     if "core_count" not in fields or "memory_bandwidth" not in fields:
         raise InputError(f"GPU description {name}: expected XLA's GpuTargetConfigProto text "
@@ -99,12 +122,12 @@ def load_gpu(name_or_file: str | None = None) -> DeviceSpec:
     ref = name_or_file or DEFAULT_GPU
     path = Path(ref)
     if path.suffix in (".txtpb", ".pbtxt", ".txt") and path.exists():
-        return parse_spec(path.read_text(), path.stem)
+        return parse_spec(path.read_text(), path.stem, str(path))
     candidate = SPEC_DIR / f"{ref}.txtpb"
     if candidate.exists():
-        return parse_spec(candidate.read_text(), ref)
+        return parse_spec(candidate.read_text(), ref, str(candidate))
     if path.exists():
-        return parse_spec(path.read_text(), path.stem)
+        return parse_spec(path.read_text(), path.stem, str(path))
     import difflib
 
     close = difflib.get_close_matches(ref, available(), n=3, cutoff=0.4)

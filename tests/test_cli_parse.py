@@ -140,6 +140,14 @@ def test_semantic_error_from_stdin(runner):
     result = runner.invoke(main, ["parse", "-"], input=MODULE.replace("fusion(%x)", "fusion(%y)"))
     assert result.exit_code == EXIT_SYNTAX
     assert result.stderr.startswith("<stdin>:11:3: error: instruction does not exist: y")
+    assert "literal" not in result.stderr
+
+
+def test_a_number_as_an_operand_is_pointed_to_constant(runner):
+    result = runner.invoke(main, ["parse", "-"], input=MODULE.replace("fusion(%x)", "fusion(1)"))
+    assert result.exit_code == EXIT_SYNTAX
+    assert result.stderr.startswith("<stdin>:11:3: error: instruction does not exist: 1 (operand of ")
+    assert "a literal operand is only valid in constant(...)" in result.stderr.splitlines()[0]
 
 
 @pytest.mark.parametrize("args", [["parse", "missing.hlo"], ["print", "missing.hlo"],

@@ -96,3 +96,10 @@ def test_relaxed_decisions_that_formed_boundaries_say_so():
 def test_json_is_the_same_with_all():
     assert _run("fuse", CARTPOLE, "--pipeline", "legacy", "--json") == \
         _run("fuse", CARTPOLE, "--pipeline", "legacy", "--json", "--all")
+
+
+def test_a_module_with_nothing_to_fuse_counts_without_a_dangling_colon(tmp_path):
+    lone = tmp_path / "lone.hlo"
+    lone.write_text("HloModule lone\n\nENTRY e {\n  ROOT p = f32[2]{0} parameter(0)\n}\n")
+    lines = _run("fuse", lone, "--pipeline", "cpu").splitlines()
+    assert "0 decisions" in lines and not any(line.startswith("0 decisions:") for line in lines)

@@ -17,6 +17,8 @@ from .records import REWRITTEN_ATTRS, AnonOperand, RawComputation, RawInstr, Raw
 from .sections import stack_frame_index
 from .shapes import parse_shape, split_top_level
 
+_NUMBER_RE = re.compile(r"[-+]?[0-9][0-9.eE+-]*\Z")
+
 # An index mark before an operand (`/*index=5*/%v` or `/*index=5*/f32[] %v`), not inside a tuple shape.
 _OPERAND_MARK_RE = re.compile(r"/\*index=\d+\*/(?:[^,()\s]+\s+)?%?[A-Za-z_][\w.\-]*(?:#\d+)*\s*[,)]")
 _ANY_MARK_RE = re.compile(r"/\*index=\d+\*/")
@@ -414,7 +416,9 @@ class Assembler:
         for instr, _ in built:
             for op in instr.operands:
                 if op not in by_name:
-                    raise self.error(f"instruction does not exist: {op} (operand of {instr.name})",
+                    # (`add(1, p)`: the operand list reads a number as a name, `%1` being one)
+                    hint = "; a literal operand is only valid in constant(...)" if _NUMBER_RE.match(op) else ""
+                    raise self.error(f"instruction does not exist: {op} (operand of {instr.name}{hint})",
                                      instr.span.line, instr.span.column)
             control = instr.attr("control-predecessors")
             if control:
