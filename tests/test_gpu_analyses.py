@@ -171,6 +171,30 @@ def test_shared_memory_estimates_per_era():
     assert budget.shared_memory_usage(col, CFG26) == 32 * 129 * 4
 
 
+def test_a_fusions_shared_memory_and_reductions_are_its_instructions_sums():
+    """A fused body's estimate is the sum over every instruction of it, though only the kinds
+    that can need shared memory or be reductions are asked (the others count 0)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from replay_speed import generate_for
+    from hlofuse.pipeline import Options, replay
+
+    result = replay(hlofuse.loads(generate_for("legacy", 1000)), Options(backend="gpu", pipeline="legacy"))
+    fused = Program.from_module(result.module)
+    fusions = [n for g in fused.graphs.values() for n in g if n.opcode == "fusion" and n.fused is not None]
+    for cfg in (CFG, CFG26):
+        using = [f for f in fusions if budget.shared_memory_usage(f, cfg)]
+        reducing = [f for f in fusions if budget.unnested_reductions(f, cfg)]
+        assert using and reducing and any(n.opcode == "transpose" and budget.shared_memory_usage(n, cfg)
+                                          for f in using for n in f.fused.nodes())
+        for f in fusions:
+            nodes = list(f.fused.nodes())
+            assert budget.shared_memory_usage(f, cfg) == sum(budget.shared_memory_usage(n, cfg) for n in nodes)
+            assert budget.unnested_reductions(f, cfg) == sum(budget.unnested_reductions(n, cfg) for n in nodes)
+
+
 def test_operand_budget_counts_distinct_operands_and_tuple_outputs():
     params = "\n".join(f"p{i} = f32[8]{{0}} parameter({i})" for i in range(100))
     concat = f"c = f32[800]{{0}} concatenate({', '.join(f'p{i}' for i in range(100))}), dimensions={{0}}"
