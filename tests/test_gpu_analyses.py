@@ -195,6 +195,34 @@ def test_a_fusions_shared_memory_and_reductions_are_its_instructions_sums():
             assert budget.unnested_reductions(f, cfg) == sum(budget.unnested_reductions(n, cfg) for n in nodes)
 
 
+def test_input_fusible_answers_of_fusions_without_a_reduce_or_transpose_are_the_hero_searches():
+    """is_reduce_input_fusion and is_input_fusible_transpose answer False for a body without a
+    reduce (a transpose) without searching heroes: the same answer as the search."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from replay_speed import generate_for
+    from hlofuse.gpu.properties import fusion_roots
+    from hlofuse.pipeline import Options, replay
+
+    seen = set()
+    for pipeline in ("legacy", "priority"):
+        result = replay(hlofuse.loads(generate_for(pipeline, 1000)), Options(backend="gpu", pipeline=pipeline))
+        fused = Program.from_module(result.module)
+        for f in (n for g in fused.graphs.values() for n in g if n.opcode == "fusion" and n.fused is not None):
+            for cfg in (CFG, CFG26):
+                roots = fusion_roots(f.fused)
+                heroes_ = [heroes.find_non_trivial_hero(r, cfg) for r in roots]
+                searched = any(reductions.is_real_reduction_hero(r, h, cfg) for r, h in zip(roots, heroes_))
+                assert fusible.is_reduce_input_fusion(f, cfg) == searched
+                tiled = any(transposes.tiled_transpose(h, cfg) is not None for h in heroes_)
+                assert fusible.is_input_fusible_transpose(f, cfg) == (tiled and not f.fusion_kind == "kCustom")
+                seen.add((searched, tiled, "reduce" in heroes.body_opcodes(f.fused)))
+    # reduction fusions, tiled-transpose fusions, and fusions answered without a search
+    assert {(True, False, True), (False, True, False), (False, False, False)} <= seen
+
+
 def test_operand_budget_counts_distinct_operands_and_tuple_outputs():
     params = "\n".join(f"p{i} = f32[8]{{0}} parameter({i})" for i in range(100))
     concat = f"c = f32[800]{{0}} concatenate({', '.join(f'p{i}' for i in range(100))}), dimensions={{0}}"

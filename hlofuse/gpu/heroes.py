@@ -254,11 +254,18 @@ def _find_non_trivial_hero(node: Node, cfg: GpuConfig) -> Node:
 
 
 def _has_transpose_or_concat(graph) -> bool:
+    opcodes = body_opcodes(graph)
+    return "transpose" in opcodes or "concatenate" in opcodes
+
+
+def body_opcodes(graph) -> frozenset[str]:
+    """The opcodes of a computation's instructions, once per version of it: most questions
+    about a fusion's heroes have a known answer when its body holds no reduce or no transpose
+    (a hero is an instruction of the body)."""
     cache = graph_cache(graph)
-    found = cache.get("has-transpose-or-concat")
+    found = cache.get("opcodes")
     if found is None:
-        found = cache["has-transpose-or-concat"] = any(
-            n.opcode in ("transpose", "concatenate") for n in graph.nodes())
+        found = cache["opcodes"] = frozenset([n.opcode for n in graph.nodes()])
     return found
 
 
