@@ -223,6 +223,48 @@ def test_input_fusible_answers_of_fusions_without_a_reduce_or_transpose_are_the_
     assert {(True, False, True), (False, True, False), (False, False, False)} <= seen
 
 
+def _hero_from_tables(node, cfg):
+    """FindNonTrivialHero answered from the whole-body tables (heroes._hero_tables)."""
+    graph = node.graph
+    hero = node
+    while heroes.is_intermediate(hero, 1) and heroes._inside(hero.operands[0], graph):
+        hero = hero.operands[0]
+    transposes, concats, nontrivial_below = heroes._hero_tables(graph, cfg)
+    for table in (transposes, concats):
+        candidates = table.get(hero.uid, ())
+        if len(candidates) == 1 and not nontrivial_below[candidates[0].uid]:
+            return candidates[0]
+    return hero if hero.opcode == "reduce" else node
+
+
+def test_the_hero_search_asked_per_instruction_answers_as_the_whole_body_tables():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from replay_speed import generate_for
+    from hlofuse.pipeline import Options, replay
+
+    found = set()
+    for pipeline in ("legacy", "priority"):
+        result = replay(hlofuse.loads(generate_for(pipeline, 1000)), Options(backend="gpu", pipeline=pipeline))
+        fused = Program.from_module(result.module)
+        bodies = [n.fused for g in fused.graphs.values() for n in g if n.opcode == "fusion" and n.fused is not None]
+        for cfg in (CFG, CFG26):
+            for body in bodies:
+                transposes, concats, below = heroes._hero_tables(body, cfg)
+                search = heroes._HeroSearch(cfg)
+                for node in reversed(body.post_order()):  # users first: entries asked in every order
+                    assert search.heroes(heroes._TRANSPOSES, node, body) == transposes.get(node.uid, ())
+                    assert search.heroes(heroes._CONCATS, node, body) == concats.get(node.uid, ())
+                    assert search.nontrivial_below(node, body) == below[node.uid]
+                for node in body.post_order():
+                    hero = heroes.find_non_trivial_hero(node, cfg)
+                    assert hero is _hero_from_tables(node, cfg)
+                    found.add(hero.opcode)
+    assert {"transpose", "reduce"} <= found
+
+
 def test_operand_budget_counts_distinct_operands_and_tuple_outputs():
     params = "\n".join(f"p{i} = f32[8]{{0}} parameter({i})" for i in range(100))
     concat = f"c = f32[800]{{0}} concatenate({', '.join(f'p{i}' for i in range(100))}), dimensions={{0}}"
