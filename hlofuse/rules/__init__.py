@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..errors import NotRelaxable, UnknownRuleRef
 # Asking rules (XLA's FusionDecision semantics) lives in its own module, which the compiled
 # core compiles; it is part of this package's interface.
-from .evaluation import Outcome, evaluate, objection  # noqa: F401
+from .evaluation import Outcome, evaluate, objection, rule_reason  # noqa: F401
 # What rules are asked about: compiled with them (rules/candidates.py), part of this interface.
 from .candidates import Candidate  # noqa: F401
 
@@ -82,10 +82,7 @@ class Rule:
     source: tuple[str, int] = ("", 0)
 
     def reason(self, facts: Mapping[str, Any]) -> str:
-        try:
-            return self.message.format(**facts)
-        except (KeyError, IndexError, ValueError):
-            return self.message
+        return rule_reason(self.message, facts)
 
     def to_dict(self) -> dict:
         return {
