@@ -42,7 +42,20 @@ def _classes() -> list[type]:
 
 
 def _all_slots(cls: type) -> set[str]:
-    return {name for klass in cls.__mro__ for name in klass.__dict__.get("__slots__", ())}
+    """The slots of a class and its bases, as listed for repr (a compiled class keeps no
+    `__slots__`; test_the_listed_slots_are_the_classes_own checks the listing)."""
+    return {name for klass in cls.__mro__ for name in candidates._SLOTS.get(klass.__name__, ())}
+
+
+@pytest.mark.parametrize("cls", list(MADE_AS), ids=lambda c: c.__name__)
+def test_the_listed_slots_are_the_classes_own(cls):
+    args, kwargs = MADE_AS[cls]
+    cand = cls("producer", "consumer", "ctx", *args, **kwargs)
+    own = cls.__dict__.get("__slots__")
+    if own is not None:  # the Python modules: the listing is the source's __slots__
+        assert tuple(own) == candidates._SLOTS[cls.__name__]
+    for name in candidates._SLOTS[cls.__name__]:
+        assert hasattr(cand, name), name
 
 
 def test_every_candidate_class_is_listed_here():

@@ -171,6 +171,100 @@ def test_shared_memory_estimates_per_era():
     assert budget.shared_memory_usage(col, CFG26) == 32 * 129 * 4
 
 
+def test_a_fusions_shared_memory_and_reductions_are_its_instructions_sums():
+    """A fused body's estimate is the sum over every instruction of it, though only the kinds
+    that can need shared memory or be reductions are asked (the others count 0)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from replay_speed import generate_for
+    from hlofuse.pipeline import Options, replay
+
+    result = replay(hlofuse.loads(generate_for("legacy", 1000)), Options(backend="gpu", pipeline="legacy"))
+    fused = Program.from_module(result.module)
+    fusions = [n for g in fused.graphs.values() for n in g if n.opcode == "fusion" and n.fused is not None]
+    for cfg in (CFG, CFG26):
+        using = [f for f in fusions if budget.shared_memory_usage(f, cfg)]
+        reducing = [f for f in fusions if budget.unnested_reductions(f, cfg)]
+        assert using and reducing and any(n.opcode == "transpose" and budget.shared_memory_usage(n, cfg)
+                                          for f in using for n in f.fused.nodes())
+        for f in fusions:
+            nodes = list(f.fused.nodes())
+            assert budget.shared_memory_usage(f, cfg) == sum(budget.shared_memory_usage(n, cfg) for n in nodes)
+            assert budget.unnested_reductions(f, cfg) == sum(budget.unnested_reductions(n, cfg) for n in nodes)
+
+
+def test_input_fusible_answers_of_fusions_without_a_reduce_or_transpose_are_the_hero_searches():
+    """is_reduce_input_fusion and is_input_fusible_transpose answer False for a body without a
+    reduce (a transpose) without searching heroes: the same answer as the search."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from replay_speed import generate_for
+    from hlofuse.gpu.properties import fusion_roots
+    from hlofuse.pipeline import Options, replay
+
+    seen = set()
+    for pipeline in ("legacy", "priority"):
+        result = replay(hlofuse.loads(generate_for(pipeline, 1000)), Options(backend="gpu", pipeline=pipeline))
+        fused = Program.from_module(result.module)
+        for f in (n for g in fused.graphs.values() for n in g if n.opcode == "fusion" and n.fused is not None):
+            for cfg in (CFG, CFG26):
+                roots = fusion_roots(f.fused)
+                heroes_ = [heroes.find_non_trivial_hero(r, cfg) for r in roots]
+                searched = any(reductions.is_real_reduction_hero(r, h, cfg) for r, h in zip(roots, heroes_))
+                assert fusible.is_reduce_input_fusion(f, cfg) == searched
+                tiled = any(transposes.tiled_transpose(h, cfg) is not None for h in heroes_)
+                assert fusible.is_input_fusible_transpose(f, cfg) == (tiled and not f.fusion_kind == "kCustom")
+                seen.add((searched, tiled, "reduce" in heroes.body_opcodes(f.fused)))
+    # reduction fusions, tiled-transpose fusions, and fusions answered without a search
+    assert {(True, False, True), (False, True, False), (False, False, False)} <= seen
+
+
+def _hero_from_tables(node, cfg):
+    """FindNonTrivialHero answered from the whole-body tables (heroes._hero_tables)."""
+    graph = node.graph
+    hero = node
+    while heroes.is_intermediate(hero, 1) and heroes._inside(hero.operands[0], graph):
+        hero = hero.operands[0]
+    transposes, concats, nontrivial_below = heroes._hero_tables(graph, cfg)
+    for table in (transposes, concats):
+        candidates = table.get(hero.uid, ())
+        if len(candidates) == 1 and not nontrivial_below[candidates[0].uid]:
+            return candidates[0]
+    return hero if hero.opcode == "reduce" else node
+
+
+def test_the_hero_search_asked_per_instruction_answers_as_the_whole_body_tables():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from replay_speed import generate_for
+    from hlofuse.pipeline import Options, replay
+
+    found = set()
+    for pipeline in ("legacy", "priority"):
+        result = replay(hlofuse.loads(generate_for(pipeline, 1000)), Options(backend="gpu", pipeline=pipeline))
+        fused = Program.from_module(result.module)
+        bodies = [n.fused for g in fused.graphs.values() for n in g if n.opcode == "fusion" and n.fused is not None]
+        for cfg in (CFG, CFG26):
+            for body in bodies:
+                transposes, concats, below = heroes._hero_tables(body, cfg)
+                search = heroes._HeroSearch(cfg)
+                for node in reversed(body.post_order()):  # users first: entries asked in every order
+                    assert search.heroes(heroes._TRANSPOSES, node, body) == transposes.get(node.uid, ())
+                    assert search.heroes(heroes._CONCATS, node, body) == concats.get(node.uid, ())
+                    assert search.nontrivial_below(node, body) == below[node.uid]
+                for node in body.post_order():
+                    hero = heroes.find_non_trivial_hero(node, cfg)
+                    assert hero is _hero_from_tables(node, cfg)
+                    found.add(hero.opcode)
+    assert {"transpose", "reduce"} <= found
+
+
 def test_operand_budget_counts_distinct_operands_and_tuple_outputs():
     params = "\n".join(f"p{i} = f32[8]{{0}} parameter({i})" for i in range(100))
     concat = f"c = f32[800]{{0}} concatenate({', '.join(f'p{i}' for i in range(100))}), dimensions={{0}}"

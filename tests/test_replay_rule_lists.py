@@ -53,10 +53,88 @@ def test_cpu_in_place_rules_are_asked_only_of_consumers_that_update_in_place(mon
         assert [r for r in rc.CPU_SHOULD_FUSE_AFTER_OUTPUT if r not in IN_PLACE_RULES] == list(plain)
     options = Options(backend="cpu", pipeline="cpu")
     short = [_decisions(replay(m, options)) for m in _cpu_inputs()]
-    monkeypatch.setattr(rc, "should_fuse_after_output", lambda consumer: rc.CPU_SHOULD_FUSE_AFTER_OUTPUT)
+    monkeypatch.setattr(rc, "should_fuse_after_output", lambda consumer, *rest: rc.CPU_SHOULD_FUSE_AFTER_OUTPUT)
     full = [_decisions(replay(m, options)) for m in _cpu_inputs()]
     assert short == full
     assert any(d["rule"] in IN_PLACE_RULES for ds in full for d in ds)  # the in-place rules did decide
+
+
+#: Pairs that reach every CPU rule the shortened lists leave out for other pairs: a constant
+#: alone, a fusion producer, a concatenate of many operands, more than five reduces, an add a
+#: dot is output-fused into; and the code-duplication count.
+CPU_RULE_CASES = """HloModule m
+add_f32 {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+body {
+  bp = f32[8] parameter(0)
+  ROOT bn = f32[8] negate(bp)
+}
+ENTRY e {
+  p = f32[8,16] parameter(0)
+  v = f32[16] parameter(1)
+  zero = f32[] constant(0)
+  one = f32[] constant(1)
+  big = f32[8,16] constant({...})
+  d = f32[8] dot(p, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bias = f32[8] broadcast(one), dimensions={}
+  a = f32[8] add(d, bias)
+  na = f32[8] negate(a)
+  f = f32[8] fusion(na), kind=kLoop, calls=body
+  nf = f32[8] abs(f)
+  e = f32[8,16] exponential(p)
+  ab = f32[8,16] add(e, big)
+  r1 = f32[8] reduce(e, zero), dimensions={1}, to_apply=add_f32
+  r2 = f32[8] reduce(ab, zero), dimensions={1}, to_apply=add_f32
+  r3 = f32[8] reduce(e, one), dimensions={1}, to_apply=add_f32
+  r4 = f32[8] reduce(ab, one), dimensions={1}, to_apply=add_f32
+  r5 = f32[8] reduce(p, zero), dimensions={1}, to_apply=add_f32
+  r6 = f32[8] reduce(p, one), dimensions={1}, to_apply=add_f32
+  r7 = f32[8] reduce(e, zero), dimensions={1}, to_apply=add_f32
+  s12 = f32[8] add(r1, r2)
+  s34 = f32[8] add(r3, r4)
+  s56 = f32[8] add(r5, r6)
+  s1234 = f32[8] add(s12, s34)
+  s = f32[8] add(s1234, s56)
+  s7 = f32[8] add(s, r7)
+  c = f32[80] concatenate(s7, s7, s7, s7, s7, s7, s7, s7, s7, s7), dimensions={0}
+  nc = f32[80] negate(c)
+  ROOT t = (f32[80], f32[8]) tuple(nc, nf)
+}
+"""
+
+
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
+def test_cpu_should_fuse_asks_only_rules_that_can_object_and_decides_the_same(monkeypatch):
+    from hlofuse.rules import cpu as rc
+
+    program = Program.from_module(hlofuse.loads(generate_for("cpu", 1000)))
+    pairs = [(op, node) for node in program.entry.post_order() for op in node.operands]
+    for p, c in pairs:  # every shortened list keeps XLA's order
+        full = rc.should_fuse_after_output(c)
+        short = rc.should_fuse_after_output(c, p, True)
+        assert [r for r in full if r in short] == list(short)
+        assert rc.should_fuse_before_output(p) == rc.CPU_SHOULD_FUSE_BEFORE_OUTPUT[:len(rc.should_fuse_before_output(p))]
+    elementwise = next(rc.should_fuse_after_output(c, p, True) for p, c in pairs
+                       if p.opcode == "multiply" and c.opcode not in ("fusion", "concatenate"))
+    assert "CPU-CONSTANT-ALONE" not in elementwise and "CPU-CODE-DUPLICATION" not in elementwise
+    options = Options(backend="cpu", pipeline="cpu", passes=("fusion",))
+    inputs = [*_cpu_inputs(), hlofuse.loads(CPU_RULE_CASES)]
+    short = [_decisions(replay(m, options)) for m in inputs]
+    monkeypatch.setattr(rc, "may_object", lambda *args: True)
+    monkeypatch.setattr(rc, "should_fuse_before_output", lambda producer: rc.CPU_SHOULD_FUSE_BEFORE_OUTPUT)
+    rc._AFTER_OUTPUT.clear()
+    try:
+        full = [_decisions(replay(m, options)) for m in inputs]
+    finally:
+        rc._AFTER_OUTPUT.clear()
+    assert short == full
+    decided = {d["rule"] for ds in full for d in ds}
+    for rule_id in ("CPU-NON-SCALAR-CONSTANT", "CPU-CONSTANT-ALONE", "CPU-FUSION-PRODUCER", "CPU-CONCATENATE",
+                    "CPU-TOO-MANY-REDUCTIONS", "CPU-OUTPUT-FUSIBLE-ADD"):
+        assert rule_id in decided, rule_id
 
 
 def test_gpu_should_fuse_asks_only_rules_that_can_object_and_decides_the_same(monkeypatch):

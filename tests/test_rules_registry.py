@@ -68,3 +68,29 @@ def test_evaluate_stops_at_first_objection_and_records_relaxed_ones(monkeypatch)
     finally:
         registry.REGISTRY.clear()
         registry.REGISTRY.update(saved)
+
+
+def test_a_rule_list_written_out_per_question_is_found_by_value():
+    """A tuple built anew at every question (as a literal is in compiled code) is answered from
+    the list compiled for its value: the lists remembered by identity do not grow with them."""
+    from hlofuse.rules import evaluation
+
+    def same(a, b):  # (a pair returned by compiled code is a new tuple of the same items)
+        return a[0] is b[0] and a[1] is b[1]
+
+    first = tuple(["IF-ROOT-PRODUCER", "CPU-CONSTANT-ALONE"])
+    compiled = evaluation._compile(first)
+    remembered = len(evaluation._compiled)
+    for _ in range(5):
+        again = tuple(["IF-ROOT-PRODUCER", "CPU-CONSTANT-ALONE"])
+        assert again is not first and same(evaluation._compile(again), compiled)
+    assert len(evaluation._compiled) == remembered
+    assert same(evaluation._compiled[id(first)], compiled) and compiled[0] is first
+    assert [rid for rid, _, _ in compiled[1]] == list(first)
+    assert same(evaluation._compile(list(first)), compiled) and len(evaluation._compiled) == remembered
+
+
+def test_a_rules_reason_fills_its_facts_and_falls_back_to_its_message():
+    r = RULES["IF-ROOT-PRODUCER"]
+    assert r.reason({"producer": "a", "computation": "c"}) == "a is the root of c: its value is the computation's result"
+    assert r.reason({}) == r.message  # a fact missing: the message as written

@@ -5,6 +5,8 @@ or facts describing the excess."""
 
 from __future__ import annotations
 
+from typing import Final
+
 from ..graph import Node, graph_cache
 from .config import GpuConfig
 from .reductions import is_contiguous_reduction, reduction_dimensions
@@ -17,6 +19,12 @@ MAX_UNNESTED_REDUCTIONS = 8
 MAX_OPERANDS_AND_OUTPUTS = 96
 
 
+#: The only instructions whose shared memory shared_memory_usage counts (a fused body's others
+#: are skipped without asking: most of a body is elementwise), and unnested_reductions' likewise.
+_MAY_USE_SHARED_MEMORY: Final = frozenset({"fusion", "reduce", "transpose"})
+_MAY_HOLD_REDUCTIONS: Final = frozenset({"fusion", "reduce"})
+
+
 def shared_memory_usage(node: Node, cfg: GpuConfig) -> int:
     """SharedMemoryUsage estimate in bytes: summed over a fusion's instructions; a contiguous
     row reduction needs 32 elements per output (2024: of operand 0's type; 2026: of all inputs),
@@ -27,7 +35,8 @@ def shared_memory_usage(node: Node, cfg: GpuConfig) -> int:
         key = ("shared memory", cfg.token)
         found = cache.get(key)
         if found is None:
-            found = cache[key] = sum(shared_memory_usage(n, cfg) for n in node.fused.nodes())
+            found = cache[key] = sum(shared_memory_usage(n, cfg) for n in node.fused.nodes()
+                                     if n.opcode in _MAY_USE_SHARED_MEMORY)
         return found
     if node.opcode == "reduce" and is_contiguous_reduction(node, cfg):
         dims = reduction_dimensions(node)
@@ -58,7 +67,8 @@ def unnested_reductions(node: Node, cfg: GpuConfig) -> int:
         key = ("unnested reductions", cfg.token)
         found = cache.get(key)
         if found is None:
-            found = cache[key] = sum(unnested_reductions(n, cfg) for n in node.fused.nodes())
+            found = cache[key] = sum(unnested_reductions(n, cfg) for n in node.fused.nodes()
+                                     if n.opcode in _MAY_HOLD_REDUCTIONS)
         return found
     return 0
 

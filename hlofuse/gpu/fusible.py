@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..graph import Graph, Node, Program, program_cache
 from .config import GpuConfig
-from .heroes import find_non_trivial_hero, graph_cache, is_intermediate
+from .heroes import body_opcodes, find_non_trivial_hero, graph_cache, is_intermediate
 from .properties import fusion_roots, is_custom_fusion, is_elementwise, is_fusible, is_loop_fusion
 from .reductions import is_contiguous_reduction, is_real_reduction_hero
 from .shapes import bit_width
@@ -63,6 +63,8 @@ def is_reduce_input_fusion(node: Node, cfg: GpuConfig) -> bool:
     """IsReduceInputFusion: a fusion (of any kind) with a root whose hero is a real reduction hero."""
     if node.opcode != "fusion" or node.fused is None:
         return False
+    if "reduce" not in body_opcodes(node.fused):  # a real reduction hero is a reduce of the body
+        return False
     cache = graph_cache(node.fused)
     key = ("reduce-input-fusion", cfg.token)
     found = cache.get(key)
@@ -93,6 +95,8 @@ def is_input_fusible_transpose(node: Node, cfg: GpuConfig) -> bool:
     if node.opcode == "bitcast" or is_custom_fusion(node):
         return False
     if node.opcode == "fusion":
+        if "transpose" not in body_opcodes(node.fused):  # a tiled transpose hero is a transpose of the body
+            return False
         cache = graph_cache(node.fused)
         key = ("input-fusible-transpose", cfg.token)
         if key not in cache:

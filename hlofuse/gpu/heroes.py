@@ -241,24 +241,133 @@ def _find_non_trivial_hero(node: Node, cfg: GpuConfig) -> Node:
         hero = hero.operands[0]
     if not _has_transpose_or_concat(graph):  # most fusions: no table needed
         return hero if hero.opcode == "reduce" else node
-    transposes, concats, nontrivial_below = _hero_tables(graph, cfg)
-    for table in (transposes, concats):
+    search = _hero_search(graph, cfg)
+    for which in (_TRANSPOSES, _CONCATS):
         # A unique tiled transpose (else a unique concatenate) behind intermediate ops, with
         # nothing non-trivial after it.
-        candidates = table.get(hero.uid, ())
-        if len(candidates) == 1 and not nontrivial_below[candidates[0].uid]:
+        candidates = search.heroes(which, hero, graph)
+        if len(candidates) == 1 and not search.nontrivial_below(candidates[0], graph):
             return candidates[0]
     if hero.opcode != "reduce":
         return node
     return hero
 
 
-def _has_transpose_or_concat(graph) -> bool:
+_TRANSPOSES = 0
+_CONCATS = 1
+
+
+def _hero_search(graph, cfg: GpuConfig) -> "_HeroSearch":
     cache = graph_cache(graph)
-    found = cache.get("has-transpose-or-concat")
+    key = ("hero-search", cfg.token)
+    found = cache.get(key)
     if found is None:
-        found = cache["has-transpose-or-concat"] = any(
-            n.opcode in ("transpose", "concatenate") for n in graph.nodes())
+        found = cache[key] = _HeroSearch(cfg)
+    return found
+
+
+class _HeroSearch:
+    """The entries of `_hero_tables` for one version of a fusion body, each computed when first
+    asked: FindNonTrivialHero needs those above one hero and below at most two candidates,
+    usually a small part of the body, and the body changes with every fusion step.  The
+    answers are the tables' (tests/test_gpu_analyses.py compares them on every instruction).
+    Iterative: a body may hold chains longer than Python's recursion limit.  (The graph is
+    passed in, not kept: the cache on the graph holds this object.)"""
+
+    def __init__(self, cfg: GpuConfig):
+        self.cfg = cfg
+        self.intermediate: dict[int, bool] = {}
+        self.found: list[dict[int, tuple]] = [{}, {}]
+        self.below: dict[int, bool] = {}
+
+    def _intermediate(self, node: Node) -> bool:
+        known = self.intermediate.get(node.uid)
+        if known is None:
+            known = self.intermediate[node.uid] = is_intermediate(node, 3)
+        return known
+
+    def _is_hero(self, which: int, node: Node) -> bool:
+        if which == _TRANSPOSES:
+            return tiled_transpose(node, self.cfg) is not None
+        return node.opcode == "concatenate"
+
+    def heroes(self, which: int, start: Node, graph) -> tuple:
+        """The (at most two) distinct tiled transposes or concatenates reachable from `start`
+        through intermediate ops of the body, as `_hero_tables` lists them."""
+        table = self.found[which]
+        known = table.get(start.uid)
+        if known is not None:
+            return known
+        if not _inside(start, graph):
+            return ()
+        stack: list[tuple[Node, bool]] = [(start, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if node.uid in table:
+                continue
+            if not expanded:
+                if self._is_hero(which, node):
+                    table[node.uid] = (node,)
+                elif not self._intermediate(node):
+                    table[node.uid] = ()
+                else:
+                    stack.append((node, True))
+                    for op in node.operands:
+                        if _inside(op, graph) and op.uid not in table:
+                            stack.append((op, False))
+                continue
+            acc: list[Node] = []
+            for op in node.operands:
+                for hero in table[op.uid] if _inside(op, graph) else ():
+                    if not any(hero is h for h in acc):
+                        acc.append(hero)
+                if len(acc) > 1:
+                    break
+            table[node.uid] = tuple(acc[:2])
+        return table[start.uid]
+
+    def nontrivial_below(self, start: Node, graph) -> bool:
+        """Whether an instruction of the body after `start` (through users) is non-trivial:
+        neither intermediate nor a tuple."""
+        below = self.below
+        known = below.get(start.uid)
+        if known is not None:
+            return known
+        stack: list[tuple[Node, bool]] = [(start, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if node.uid in below:
+                continue
+            if not expanded:
+                stack.append((node, True))
+                for user in node.users:
+                    if user.graph is graph and user.uid not in below:
+                        stack.append((user, False))
+                continue
+            answer = False
+            for user in node.users:
+                if user.graph is graph and (
+                        (user.opcode not in ("tuple", "parameter") and not self._intermediate(user))
+                        or below[user.uid]):
+                    answer = True
+                    break
+            below[node.uid] = answer
+        return below[start.uid]
+
+
+def _has_transpose_or_concat(graph) -> bool:
+    opcodes = body_opcodes(graph)
+    return "transpose" in opcodes or "concatenate" in opcodes
+
+
+def body_opcodes(graph) -> frozenset[str]:
+    """The opcodes of a computation's instructions, once per version of it: most questions
+    about a fusion's heroes have a known answer when its body holds no reduce or no transpose
+    (a hero is an instruction of the body)."""
+    cache = graph_cache(graph)
+    found = cache.get("opcodes")
+    if found is None:
+        found = cache["opcodes"] = frozenset([n.opcode for n in graph.nodes()])
     return found
 
 

@@ -60,6 +60,7 @@ MODULES = (
     "hlofuse.gpu.heroes",
     "hlofuse.gpu.fusible",
     "hlofuse.rules.evaluation",
+    "hlofuse.rules.candidates",
     "hlofuse.rules.instruction_facts",
     "hlofuse.rules.instruction_fusion",
     "hlofuse.rules.gpu_instruction_fusion",

@@ -93,10 +93,12 @@ class CpuPolicy(FusionPolicy):
 
     def should_fuse(self, run: FusionRun, consumer: "Node", operand_index: int) -> Outcome:
         question = run.candidate(consumer, operand_index)  # one for both lists: nothing changes between
-        first = run.evaluate(rc.CPU_SHOULD_FUSE_BEFORE_OUTPUT, consumer, operand_index, question)
-        if not first.allowed or rc.can_be_output_fused(consumer.operands[operand_index], consumer):
+        producer = consumer.operands[operand_index]
+        first = run.evaluate(rc.should_fuse_before_output(producer), consumer, operand_index, question)
+        if not first.allowed or rc.can_be_output_fused(producer, consumer):
             return first
-        second = run.evaluate(rc.should_fuse_after_output(consumer), consumer, operand_index, question)
+        second = run.evaluate(rc.should_fuse_after_output(consumer, producer, run.may_duplicate), consumer,
+                              operand_index, question)
         if not first.relaxed:  # (nearly always: the second answer is the whole answer)
             return second
         return Outcome(second.blocked_by, second.facts, first.relaxed + second.relaxed)

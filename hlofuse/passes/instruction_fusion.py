@@ -51,6 +51,7 @@ from ..native import mypyc_attr
 from .. import fusion_primitives as fp
 from ..decision import Decision, Verdict
 from ..rules import Candidate, Outcome, evaluate
+from ..rules.evaluation import rule_reason
 from ..rules import instruction_fusion as rif
 from ..rules.candidates import FusionCandidate
 
@@ -473,7 +474,8 @@ class FusionRun:
                     xla_reason = f"{xla_reason} ; {mof_reason}"
                 decisions[index] = Decision(
                     pass_name, name, live.name, Verdict.BLOCKED, blocked.id if blocked is not None else None,
-                    blocked.reason(outcome.facts) if blocked is not None else "", xla_reason, dict(outcome.facts),
+                    rule_reason(blocked.message, outcome.facts) if blocked is not None else "", xla_reason,
+                    dict(outcome.facts),
                     outcome.relaxed, computation, producer_members, consumer_members, source)
             else:
                 name, verdict, rule, reason, xla_reason, facts, relaxed = fields

@@ -31,7 +31,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..errors import NotRelaxable, UnknownRuleRef
 # Asking rules (XLA's FusionDecision semantics) lives in its own module, which the compiled
 # core compiles; it is part of this package's interface.
-from .evaluation import Outcome, evaluate, objection  # noqa: F401
+from .evaluation import Outcome, evaluate, objection, rule_reason  # noqa: F401
+# What rules are asked about: compiled with them (rules/candidates.py), part of this interface.
+from .candidates import Candidate  # noqa: F401
 
 #: The XLA commits rule references are pinned to, per pipeline.
 XLA_COMMITS = {
@@ -80,10 +82,7 @@ class Rule:
     source: tuple[str, int] = ("", 0)
 
     def reason(self, facts: Mapping[str, Any]) -> str:
-        try:
-            return self.message.format(**facts)
-        except (KeyError, IndexError, ValueError):
-            return self.message
+        return rule_reason(self.message, facts)
 
     def to_dict(self) -> dict:
         return {
@@ -234,46 +233,3 @@ def resolve_relax(refs: Iterable[str], pipeline: str | None = None) -> frozenset
         chosen.update(r.id for r in relaxable)
     return frozenset(chosen)
 
-
-# ------------------------------------------------------------------------------------------
-# What rules are asked about (evaluation.py asks them, with XLA's FusionDecision semantics)
-# ------------------------------------------------------------------------------------------
-
-
-class Candidate:
-    """A pair a pass considers: fuse `producer` into `consumer` (or, for sibling and horizontal
-    fusion, `producer` and `consumer` are the two siblings).  `ctx` is the pass context (device,
-    options; the explainer for boundary rules).  The facts of each pass family are typed slots of
-    a subclass (rules/candidates.py).  The other slots here are read by rules every GPU pass
-    asks (rules/gpu_fusible.py, the in-place rules):
-
-    `pair`: the two instructions the symmetric shape checks compare, in the order XLA passes
-    them (None: (producer, consumer)).
-    `budget`: FusionFitsInBudget's (instr1, instr2, is_consumer_producer) (None: (consumer,
-    producer, True)).
-    `memo`: what several rules derive from the pair, kept by the first that asks (the hero
-    compatibility, the in-place analysis); None until then.  Written by rules only.
-    (A plain slotted class: one is made per question, millions on a large module.)"""
-
-    __slots__ = ("producer", "consumer", "ctx", "pair", "budget", "memo")
-
-    def __init__(self, producer: Any, consumer: Any, ctx: Any, pair: tuple | None = None,
-                 budget: tuple | None = None):
-        self.producer = producer
-        self.consumer = consumer
-        self.ctx = ctx
-        self.pair = pair
-        self.budget = budget
-        self.memo: dict | None = None
-
-    def __repr__(self) -> str:
-        facts = ", ".join(f"{name}={getattr(self, name)!r}" for name in _fact_names(type(self))
-                          if hasattr(self, name))
-        return f"{type(self).__name__}({self.producer!r}, {self.consumer!r}, {facts})"
-
-
-def _fact_names(cls: type) -> list[str]:
-    names: list[str] = []
-    for klass in reversed(cls.__mro__):
-        names += [n for n in klass.__dict__.get("__slots__", ()) if n not in ("producer", "consumer", "ctx", "memo")]
-    return names

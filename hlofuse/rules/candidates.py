@@ -1,5 +1,5 @@
-"""What a pass asks its rules about, per pass family: a subclass of `rules.Candidate` whose typed
-slots are the facts the pass hands to the rules.
+"""What a pass asks its rules about: `Candidate` (the pair), and per pass family a subclass whose
+typed slots are the facts the pass hands to the rules.
 
 A rule reads a fact as an attribute (`c.run`, `c.reachable`).  A fact its candidate does not
 carry is not an attribute at all, so a rule asked by a pass that does not supply what it needs
@@ -7,13 +7,47 @@ fails with AttributeError naming the fact, rather than reading a default.  Facts
 optional say what None means.  These are plain slotted classes without a dict: one is made per
 question, millions on a large module, so each constructor sets the base slots itself instead of
 calling `Candidate.__init__` (a call per question saved).
+
+Compiled with the rules and passes (hlofuse.native): every rule reads the pair from its
+candidate, and compiled code reads a native class's attributes from the object itself instead
+of looking them up by name.  Outside mypyc the `__slots__` give the same shape (no dict, a
+misspelt fact is an error).  So the classes stay native, nothing outside this module may
+subclass them; the registry (rules/__init__.py, not compiled) re-exports `Candidate`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import Candidate
+
+class Candidate:
+    """A pair a pass considers: fuse `producer` into `consumer` (or, for sibling and horizontal
+    fusion, `producer` and `consumer` are the two siblings).  `ctx` is the pass context (device,
+    options; the explainer for boundary rules).  The facts of each pass family are typed slots of
+    a subclass (below).  The other slots here are read by rules every GPU pass asks
+    (rules/gpu_fusible.py, the in-place rules):
+
+    `pair`: the two instructions the symmetric shape checks compare, in the order XLA passes
+    them (None: (producer, consumer)).
+    `budget`: FusionFitsInBudget's (instr1, instr2, is_consumer_producer) (None: (consumer,
+    producer, True)).
+    `memo`: what several rules derive from the pair, kept by the first that asks (the hero
+    compatibility, the in-place analysis); None until then.  Written by rules only."""
+
+    __slots__ = ("producer", "consumer", "ctx", "pair", "budget", "memo")
+
+    def __init__(self, producer: Any, consumer: Any, ctx: Any, pair: Any = None, budget: Any = None):
+        self.producer = producer
+        self.consumer = consumer
+        self.ctx = ctx
+        self.pair = pair
+        self.budget = budget
+        self.memo: dict | None = None
+
+    def __repr__(self) -> str:
+        facts = ", ".join(f"{name}={getattr(self, name)!r}" for name in fact_names(type(self))
+                          if hasattr(self, name))
+        return f"{type(self).__name__}({self.producer!r}, {self.consumer!r}, {facts})"
 
 
 class FusionCandidate(Candidate):
@@ -40,7 +74,7 @@ class MergerCandidate(Candidate):
 
     __slots__ = ("users", "model")
 
-    def __init__(self, producer: Any, consumer: Any, ctx: Any, users: list, model: Any):
+    def __init__(self, producer: Any, consumer: Any, ctx: Any, users: Any, model: Any):
         self.producer = producer
         self.consumer = consumer
         self.ctx = ctx
@@ -61,7 +95,7 @@ class MofCandidate(Candidate):
     __slots__ = ("reachable", "model", "parent", "chosen")
 
     def __init__(self, producer: Any, consumer: Any, ctx: Any, *, reachable: Any, model: Any,
-                 pair: tuple | None = None, budget: tuple | None = None, parent: Any = None, chosen: Any = None):
+                 pair: Any = None, budget: Any = None, parent: Any = None, chosen: Any = None):
         self.producer = producer
         self.consumer = consumer
         self.ctx = ctx
@@ -82,8 +116,8 @@ class HorizontalCandidate(Candidate):
 
     __slots__ = ("xla", "sliced", "candidates", "candidate_ids", "alone")
 
-    def __init__(self, producer: Any, consumer: Any, ctx: Any, xla: Any = None, sliced: bool = False,
-                 candidates: Any = (), candidate_ids: Any = None, alone: bool = False):
+    def __init__(self, producer: Any, consumer: Any, ctx: Any, xla: Any = None, sliced: Any = False,
+                 candidates: Any = (), candidate_ids: Any = None, alone: Any = False):
         self.producer = producer
         self.consumer = consumer
         self.ctx = ctx
@@ -104,8 +138,8 @@ class SpanCandidate(HorizontalCandidate):
 
     __slots__ = ("left", "max_batch", "accum_outputs", "accum_io", "accum_cost")
 
-    def __init__(self, producer: Any, consumer: Any, ctx: Any, xla: Any, sliced: bool, *, left: Any,
-                 max_batch: int, accum_outputs: int, accum_io: int, accum_cost: int):
+    def __init__(self, producer: Any, consumer: Any, ctx: Any, xla: Any, sliced: Any, *, left: Any,
+                 max_batch: Any, accum_outputs: Any, accum_io: Any, accum_cost: Any):
         HorizontalCandidate.__init__(self, producer, consumer, ctx, xla, sliced)
         self.left = left
         self.max_batch = max_batch
@@ -123,8 +157,8 @@ class PriorityCandidate(Candidate):
 
     __slots__ = ("pf", "blocking", "bitcast_user", "times", "stale")
 
-    def __init__(self, producer: Any, consumer: Any, ctx: Any, pf: Any, blocking: tuple | None = None,
-                 bitcast_user: bool | None = None, times: Any = None, stale: tuple | None = None):
+    def __init__(self, producer: Any, consumer: Any, ctx: Any, pf: Any, blocking: Any = None,
+                 bitcast_user: Any = None, times: Any = None, stale: Any = None):
         self.producer = producer
         self.consumer = consumer
         self.ctx = ctx
@@ -149,9 +183,9 @@ class BoundaryCandidate(Candidate):
     __slots__ = ("crossing", "bytes", "producer_name", "consumer_name", "loop", "tuple_role",
                  "inserted_copies", "copy_reasons", "pipeline")
 
-    def __init__(self, producer: Any, consumer: Any, ctx: Any, *, crossing: tuple, bytes: int,
-                 producer_name: str, consumer_name: str, loop: str, tuple_role: str,
-                 inserted_copies: frozenset, copy_reasons: Any, pipeline: str | None):
+    def __init__(self, producer: Any, consumer: Any, ctx: Any, *, crossing: Any, bytes: Any,
+                 producer_name: Any, consumer_name: Any, loop: Any, tuple_role: Any,
+                 inserted_copies: Any, copy_reasons: Any, pipeline: Any):
         self.producer = producer
         self.consumer = consumer
         self.ctx = ctx
@@ -167,3 +201,31 @@ class BoundaryCandidate(Candidate):
         self.inserted_copies = inserted_copies
         self.copy_reasons = copy_reasons
         self.pipeline = pipeline
+
+
+#: Each class's facts (its slots and its bases', less the pair and the memo), for repr.  Listed
+#: here: a compiled class keeps no `__slots__` to read them from.
+_FACTS: dict[str, tuple[str, ...]] = {}
+
+
+def fact_names(cls: type) -> tuple[str, ...]:
+    found = _FACTS.get(cls.__name__)
+    if found is None:
+        names: list[str] = []
+        for klass in reversed(cls.__mro__):
+            names += [n for n in _SLOTS.get(klass.__name__, ()) if n not in ("producer", "consumer", "ctx", "memo")]
+        found = _FACTS[cls.__name__] = tuple(names)
+    return found
+
+
+_SLOTS: dict[str, tuple[str, ...]] = {
+    "Candidate": ("producer", "consumer", "ctx", "pair", "budget", "memo"),
+    "FusionCandidate": ("run", "operand_index"),
+    "MergerCandidate": ("users", "model"),
+    "MofCandidate": ("reachable", "model", "parent", "chosen"),
+    "HorizontalCandidate": ("xla", "sliced", "candidates", "candidate_ids", "alone"),
+    "SpanCandidate": ("left", "max_batch", "accum_outputs", "accum_io", "accum_cost"),
+    "PriorityCandidate": ("pf", "blocking", "bitcast_user", "times", "stale"),
+    "BoundaryCandidate": ("crossing", "bytes", "producer_name", "consumer_name", "loop", "tuple_role",
+                          "inserted_copies", "copy_reasons", "pipeline"),
+}

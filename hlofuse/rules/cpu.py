@@ -474,6 +474,16 @@ def no_fusible_case(c: Candidate):
 
 #: CpuInstructionFusion::ShouldFuse before the kOutput shortcut (C0, C1) and after it (C3–C15).
 CPU_SHOULD_FUSE_BEFORE_OUTPUT = ("CPU-CUSTOM-FUSION-CONSUMER", "CPU-NON-SCALAR-CONSTANT")
+#: C0 alone: what can object before the shortcut to a producer that is not a constant.
+CPU_SHOULD_FUSE_BEFORE_OUTPUT_NOT_CONSTANT = ("CPU-CUSTOM-FUSION-CONSUMER",)
+
+
+def should_fuse_before_output(producer: "Node") -> tuple[str, ...]:
+    """C0–C1 worth asking for this producer (C1 only of a constant)."""
+    if producer.opcode == "constant":
+        return CPU_SHOULD_FUSE_BEFORE_OUTPUT
+    return CPU_SHOULD_FUSE_BEFORE_OUTPUT_NOT_CONSTANT
+
 CPU_SHOULD_FUSE_AFTER_OUTPUT = (
     ("CPU-OUTPUT-FUSIBLE-ADD", "CPU-NOT-LOOP-FUSIBLE", "CPU-CONCATENATE", "CPU-EXPENSIVE-REUSE")
     + rif.GENERIC_SHOULD_FUSE
@@ -487,9 +497,54 @@ CPU_SHOULD_FUSE_AFTER_OUTPUT_NOT_IN_PLACE = tuple(r for r in CPU_SHOULD_FUSE_AFT
                                                   if r not in rif.IN_PLACE_RULES)
 
 
-def should_fuse_after_output(consumer: "Node") -> tuple[str, ...]:
-    """The rules of C3–C15 worth asking for `consumer` (the in-place ones only of a consumer
-    that updates an operand in place)."""
-    if updates_in_place(consumer):
-        return CPU_SHOULD_FUSE_AFTER_OUTPUT
-    return CPU_SHOULD_FUSE_AFTER_OUTPUT_NOT_IN_PLACE
+def should_fuse_after_output(consumer: "Node", producer: "Node | None" = None,
+                             may_duplicate: bool | None = None) -> tuple[str, ...]:
+    """The rules of C3–C15 worth asking for the pair, in XLA's order: the in-place ones only of
+    a consumer that updates an operand in place; given the producer (and whether the pass may
+    duplicate), without the rules that cannot object to it (`_CANNOT_OBJECT`).  Leaving out a
+    rule that would answer None changes no decision: `evaluate` skips a None answer, relaxed
+    or not."""
+    in_place = updates_in_place(consumer)
+    if producer is None:
+        return CPU_SHOULD_FUSE_AFTER_OUTPUT if in_place else CPU_SHOULD_FUSE_AFTER_OUTPUT_NOT_IN_PLACE
+    key = (in_place, _PRODUCER_CLASS.get(producer.opcode, "other"), _CONSUMER_CLASS.get(consumer.opcode, "other"),
+           may_duplicate is not False)
+    found = _AFTER_OUTPUT.get(key)
+    if found is None:
+        every = CPU_SHOULD_FUSE_AFTER_OUTPUT if in_place else CPU_SHOULD_FUSE_AFTER_OUTPUT_NOT_IN_PLACE
+        found = _AFTER_OUTPUT[key] = tuple(r for r in every if may_object(r, key[1], key[2], key[3]))
+    return found
+
+
+#: The lists of should_fuse_after_output, by (in place, producer class, consumer class, may duplicate).
+_AFTER_OUTPUT: dict[tuple, tuple[str, ...]] = {}
+
+#: Opcodes of a producer or consumer some rule of the list looks for; any other is "other".
+_PRODUCER_CLASS = {"constant": "constant", "add": "add", "concatenate": "concatenate", "reduce": "reduce",
+                   "fusion": "fusion"}
+_CONSUMER_CLASS = {"concatenate": "concatenate", "fusion": "fusion"}
+
+#: Rule id → (producer classes, consumer classes) outside which the rule answers None (None:
+#: any class); read off each rule's first test.  CPU-CONCATENATE objects when either side is a
+#: concatenate, so it is kept for both (`_may_object`).
+_CANNOT_OBJECT = {
+    "CPU-OUTPUT-FUSIBLE-ADD": ({"add"}, None),          # can_be_output_fused_into_some_operand
+    "CPU-TOO-MANY-REDUCTIONS": ({"reduce"}, {"fusion"}),
+    "CPU-CONSTANT-ALONE": ({"constant"}, None),
+    "CPU-FUSION-PRODUCER": ({"fusion"}, None),
+    "CPU-CODE-DUPLICATION": (None, {"fusion"}),         # code_duplication_facts: a fusion consumer
+}
+
+
+def may_object(rule_id: str, producer: str, consumer: str, may_duplicate: bool = True) -> bool:
+    """Whether `rule_id` can object to a producer and consumer of these classes."""
+    if rule_id == "CPU-CONCATENATE":
+        return producer == "concatenate" or consumer == "concatenate"
+    if rule_id == "IF-CANNOT-DUPLICATE":  # objects only in a pass that may not duplicate
+        return not may_duplicate
+    if rule_id == "IF-EXPENSIVE-DUPLICATION":  # and this one only in a pass that may
+        return may_duplicate
+    if rule_id == "CPU-CODE-DUPLICATION" and not may_duplicate:
+        return False
+    producers, consumers = _CANNOT_OBJECT.get(rule_id, (None, None))
+    return (producers is None or producer in producers) and (consumers is None or consumer in consumers)

@@ -59,25 +59,35 @@ def evaluate(rule_ids: Sequence[str], candidate: Candidate, relaxed: frozenset[s
     return Outcome(None, _NO_FACTS, tuple(relaxed_hits)) if relaxed_hits else _ALLOWED
 
 
-#: Rule lists already asked (passes ask the same few lists again and again), by identity
-#: (id → (the tuple itself, its (id, check, rule) triples)) and, for lists built anew per
-#: question, by value.
+#: Rule lists already asked (passes ask the same few lists again and again), by value
+#: (the tuple → (the first tuple of that value, its (id, check, rule) triples)) and, that
+#: first tuple, by identity (id → the same pair; the entry keeps the tuple alive, so its id
+#: is not reused).  A list written out where it is asked (`("IF-PRODUCER-NOT-FUSIBLE",)`) is
+#: a new tuple at every question in compiled code: it is found by value, without an import,
+#: an entry by identity or a clearing of them.
 _compiled: dict[int, tuple[Any, tuple[tuple[str, Any, Any], ...]]] = {}
 _compiled_by_value: dict[tuple, tuple[Any, tuple[tuple[str, Any, Any], ...]]] = {}
 
 
 def _compile(rule_ids: Sequence[str]) -> tuple[Any, tuple[tuple[str, Any, Any], ...]]:
-    from . import REGISTRY
-
     key = rule_ids if type(rule_ids) is tuple else tuple(rule_ids)
     found = _compiled_by_value.get(key)
     if found is None:
+        from . import REGISTRY
+
         found = _compiled_by_value[key] = (key, tuple((rid, REGISTRY[rid].check, REGISTRY[rid]) for rid in key))
-    if key is rule_ids:  # a list may be edited later: only tuples are remembered by identity
-        if len(_compiled) > 1024:  # callers that build a new tuple per question
-            _compiled.clear()
-        _compiled[id(rule_ids)] = (rule_ids, found[1])
+    if found[0] is rule_ids:  # (a list may be edited later: only a tuple is remembered by identity)
+        _compiled[id(rule_ids)] = found
     return found
+
+
+def rule_reason(message: str, facts: Mapping[str, Any]) -> str:
+    """A rule's sentence: its message with the facts of an objection filled in (the message
+    itself where a fact it names is missing).  Here, compiled: every refusal kept is worded."""
+    try:
+        return message.format(**facts)
+    except (KeyError, IndexError, ValueError):
+        return message
 
 
 #: The answer to most questions (asked hundreds of thousands of times on a large module): one

@@ -36,13 +36,13 @@ def _cfg(c: Candidate):
     return gpu_config(c.ctx)
 
 
-def _memo(c: Candidate, key, compute):
+def _memo_of(c: Candidate) -> dict:
+    """The candidate's memo (made by the first rule that keeps something in it).  Rules look
+    their entry up first and compute it only when missing: no closure is made per question."""
     memo = c.memo
     if memo is None:
         memo = c.memo = {}
-    if key not in memo:
-        memo[key] = compute()
-    return memo[key]
+    return memo
 
 
 #: Why an opcode cannot be a kernel's inner (loop-fused) instruction, in words.
@@ -101,7 +101,11 @@ def producer_not_loop_fusible(c: Candidate):
 
 
 def _reduction_producer(c: Candidate) -> bool:
-    return _memo(c, "input_fusible_reduction_producer", lambda: is_input_fusible_reduction(c.producer, _cfg(c)))
+    memo = _memo_of(c)
+    found = memo.get("input_fusible_reduction_producer")
+    if found is None:
+        found = memo["input_fusible_reduction_producer"] = is_input_fusible_reduction(c.producer, _cfg(c))
+    return found
 
 
 @rule(id="GF-REDUCTION-EPILOGUE-DISABLED", name="reduction-epilogue-disabled", passes=_PASSES,
@@ -461,13 +465,14 @@ def _pair(c: Candidate):
 
 
 def _hero_reason(c: Candidate):
-    def compute():
+    memo = _memo_of(c)
+    found = memo.get("heroes")
+    if found is None:
         a, b = _pair(c)
         cfg = _cfg(c)
         ha, hb = real_hero(a, cfg), real_hero(b, cfg)
-        return heroes_incompatibility(ha, hb, cfg), ha, hb
-
-    return _memo(c, "heroes", compute)
+        found = memo["heroes"] = (heroes_incompatibility(ha, hb, cfg), ha, hb)
+    return found
 
 
 def _hero_rule(*reasons: str):
