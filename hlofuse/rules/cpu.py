@@ -526,7 +526,7 @@ _CONSUMER_CLASS = {"concatenate": "concatenate", "fusion": "fusion"}
 
 #: Rule id → (producer classes, consumer classes) outside which the rule answers None (None:
 #: any class); read off each rule's first test.  CPU-CONCATENATE objects when either side is a
-#: concatenate, so it is kept for both (`_may_object`).
+#: concatenate, so it is kept for both (`may_object`).
 _CANNOT_OBJECT = {
     "CPU-OUTPUT-FUSIBLE-ADD": ({"add"}, None),          # can_be_output_fused_into_some_operand
     "CPU-TOO-MANY-REDUCTIONS": ({"reduce"}, {"fusion"}),
