@@ -79,3 +79,106 @@ def test_cpu_should_fuse_asks_both_rule_lists_one_candidate(monkeypatch):
     separate = replay(module, options)
     assert [d.to_dict() for d in shared.decisions] == [d.to_dict() for d in separate.decisions]
     assert [k.to_dict() for k in shared.kernels] == [k.to_dict() for k in separate.kernels]
+
+
+def test_pickled_as_its_fields():
+    """A Decision pickles as its constructor's arguments, whichever core made it: the result
+    cache's key does not say which one wrote an entry (see the replay test below)."""
+    d = Decision("fusion", "a", "b", Verdict.BLOCKED, "R", "why", "xla", {"n": 1}, ("X",), "main", ("a",), ("b", "c"))
+    cls, args = d.__reduce__()
+    assert cls is Decision and args == ("fusion", "a", "b", Verdict.BLOCKED, "R", "why", "xla", {"n": 1}, ("X",),
+                                        "main", ("a",), ("b", "c"), None)
+    assert pickle.loads(pickle.dumps(d, protocol=pickle.HIGHEST_PROTOCOL)) == d
+
+
+def test_compiled_with_the_core_as_a_native_class():
+    """With the compiled core in use a Decision is a native object (no instance dict): the
+    passes build hundreds of thousands without the interpreter."""
+    from hlofuse import native
+
+    if native.why_not_compiled() is not None:
+        pytest.skip(f"compiled core not in use: {native.why_not_compiled()}")
+    import hlofuse.decision
+
+    assert hlofuse.decision.__file__.endswith(__import__("importlib.machinery").machinery.EXTENSION_SUFFIXES[0])
+    assert not hasattr(Decision("p", "a", "b", Verdict.FUSED), "__dict__")
+
+
+_PICKLE_A_REPLAY = """
+import sys, hlofuse
+from hlofuse import native, result_cache
+from hlofuse.pipeline import Options, replay
+m = hlofuse.loads(open(sys.argv[1]).read())
+result = replay(m, Options(backend=sys.argv[3], pipeline=sys.argv[4]))
+open(sys.argv[2], "wb").write(result_cache.dumps(result))
+print(native.active)
+"""
+
+
+@pytest.mark.parametrize("writer_pure", [True, False])
+@pytest.mark.parametrize("backend, pipeline", [("cpu", "cpu"), ("gpu", "legacy")])
+def test_a_cached_replay_loads_whichever_core_wrote_it(tmp_path, writer_pure, backend, pipeline):
+    """A replay (its Decisions among it) pickled by the Python modules loads with the compiled
+    core, and the other way round, with the decisions of the replay made here."""
+    import os
+    import subprocess
+    import sys
+
+    import hlofuse
+    from hlofuse import native, result_cache
+    from hlofuse.pipeline import Options, replay
+
+    from conftest import REPO
+
+    text = _MODULE
+    path = tmp_path / "m.hlo"
+    path.write_text(text)
+    env = {k: v for k, v in os.environ.items() if k != native.PURE_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    if writer_pure:
+        env[native.PURE_ENV] = "1"
+    out = tmp_path / "replay.pickle"
+    proc = subprocess.run([sys.executable, "-c", _PICKLE_A_REPLAY, str(path), str(out), backend, pipeline], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = pickle.loads(out.read_bytes())
+    here = replay(hlofuse.loads(text), Options(backend=backend, pipeline=pipeline))
+    assert loaded.decisions == here.decisions and len(here.decisions) > 3
+    assert all(type(d) is Decision for d in loaded.decisions)
+    assert [d.to_dict() for d in loaded.decisions] == [d.to_dict() for d in here.decisions]
+
+
+_MODULE = """HloModule m
+
+sum {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT a = f32[] add(p, q)
+}
+
+ENTRY e {
+  a = f32[64,32]{1,0} parameter(0)
+  b = f32[64,32]{1,0} parameter(1)
+  n = f32[64,32]{1,0} negate(a)
+  x = f32[64,32]{1,0} exponential(n)
+  s = f32[64,32]{1,0} add(x, b)
+  c = f32[] constant(0)
+  r = f32[64]{0} reduce(s, c), dimensions={1}, to_apply=sum
+  t = f32[32,64]{1,0} transpose(s), dimensions={1,0}
+  ROOT o = (f32[64]{0}, f32[32,64]{1,0}, f32[64,32]{1,0}) tuple(r, t, x)
+}
+"""
+
+
+def test_refusal_sentences_remembered_only_where_equal_facts_read_the_same():
+    """_flush words a refusal once per message and facts; facts that are equal but written
+    differently (1 and True, 0.0 and -0.0) or cannot be a key (a list) are worded each time."""
+    from hlofuse.passes.instruction_fusion import _reason
+
+    known: dict = {}
+    assert _reason(known, "{n} users", {"n": 1}) == "1 users"
+    assert _reason(known, "{n} users", {"n": True}) == "True users"
+    assert _reason(known, "{n} users", {"n": 0.0}) == "0.0 users" and _reason(known, "{n} users", {"n": -0.0}) == "-0.0 users"
+    assert _reason(known, "{n} users", {"n": [1, 2]}) == "[1, 2] users"
+    assert _reason(known, "{n} users", {"n": 1}) == "1 users" and len(known) == 1
+    assert _reason(known, "{n} of {m}", {"n": "a"}) == "{n} of {m}"  # a fact missing: the message

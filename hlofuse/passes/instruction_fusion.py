@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..native import mypyc_attr
 from .. import fusion_primitives as fp
+from .. import ir
 from ..decision import Decision, Verdict
 from ..rules import Candidate, Outcome, evaluate
 from ..rules.evaluation import rule_reason
@@ -58,6 +59,10 @@ from ..rules.candidates import FusionCandidate
 if TYPE_CHECKING:  # pragma: no cover
     from ..graph import Graph, Node, Program
     from ..pipeline import Context
+
+#: What stands in ctx.decisions for a pair's Decision until the computation is flushed (a
+#: Decision: the list holds Decisions only, which the compiled core checks).
+_PENDING = Decision("", "", "", Verdict.BLOCKED, reason="pending: replaced when the computation is done")
 
 #: Reason XLA appends to every refusal of a pass without multi-output fusion.
 MOF_NOT_SUPPORTED = "multi-output fusion not supported by this pass"
@@ -444,16 +449,20 @@ class FusionRun:
         index = slots.get(producer.uid)
         if index is None:
             index = slots[producer.uid] = len(self.ctx.decisions)
-            self.ctx.record(None)  # placeholder until _flush
+            self.ctx.record(_PENDING)  # placeholder until _flush
         self._pending[index] = (producer, consumer, fields)
 
     def _flush(self) -> None:
-        """Turn the pending records of this computation into Decisions."""
+        """Turn the pending records of this computation into Decisions.  Members and source
+        line are looked up once per node, and a refusal's sentence once per rule message and
+        facts (`_reasons`): a producer refused by many consumers, or the same refusal on every
+        layer of a model, repeats them."""
         computation = self.graph.name if self.graph is not None else None
         pass_name = self.ctx.pass_name or self.policy.name
+        program = self.program
         members: dict[int, tuple[str, ...]] = {}
-        sources: dict[int, object] = {}
-        location = self.program.location
+        sources: dict[int, ir.SourceLocation | None] = {}
+        reasons: dict[tuple, str] = {}
         decisions = self.ctx.decisions
         for index, (producer, consumer, fields) in self._pending.items():
             live = self._current.get(consumer.uid, consumer)
@@ -463,25 +472,48 @@ class FusionRun:
             consumer_members = members.get(live.uid)
             if consumer_members is None:
                 consumer_members = members[live.uid] = live.members()
-            source = sources.get(producer.uid, sources)
-            if source is sources:  # a producer refused by many consumers: one lookup
-                source = sources[producer.uid] = location(producer)
+            if producer.uid in sources:
+                source = sources[producer.uid]
+            else:
+                source = sources[producer.uid] = program.location(producer)
             if len(fields) == 3:  # a refusal: (producer name, outcome, mof reason)
                 name, outcome, mof_reason = fields
                 blocked = outcome.blocked_by
-                xla_reason = blocked.xla.message if blocked is not None else None
+                facts = dict(outcome.facts)
+                if blocked is None:
+                    decisions[index] = Decision(pass_name, name, live.name, Verdict.BLOCKED, None, "", None, facts,
+                                                outcome.relaxed, computation, producer_members, consumer_members,
+                                                source)
+                    continue
+                xla_reason = blocked.xla.message
                 if xla_reason is not None and mof_reason:
                     xla_reason = f"{xla_reason} ; {mof_reason}"
                 decisions[index] = Decision(
-                    pass_name, name, live.name, Verdict.BLOCKED, blocked.id if blocked is not None else None,
-                    rule_reason(blocked.message, outcome.facts) if blocked is not None else "", xla_reason,
-                    dict(outcome.facts),
-                    outcome.relaxed, computation, producer_members, consumer_members, source)
+                    pass_name, name, live.name, Verdict.BLOCKED, blocked.id, _reason(reasons, blocked.message, facts),
+                    xla_reason, facts, outcome.relaxed, computation, producer_members, consumer_members, source)
             else:
                 name, verdict, rule, reason, xla_reason, facts, relaxed = fields
                 decisions[index] = Decision(pass_name, name, live.name, verdict, rule, reason, xla_reason, facts,
                                             relaxed, computation, producer_members, consumer_members, source)
         self._pending.clear()
+
+
+def _reason(known: dict[tuple, str], message: str, facts: dict) -> str:
+    """`rule_reason(message, facts)`, remembered in `known` by message and facts.  Only facts
+    of strings and ints are remembered: two such values that are equal are written the same,
+    where 1 and True, or 0.0 and -0.0, are equal keys written differently."""
+    key: list = [message]
+    for name, value in facts.items():
+        kind = type(value)
+        if kind is not str and kind is not int:
+            return rule_reason(message, facts)
+        key.append(name)
+        key.append(value)
+    found_key = tuple(key)
+    found = known.get(found_key)
+    if found is None:
+        found = known[found_key] = rule_reason(message, facts)
+    return found
 
 
 def _set_bits(mask: int):
