@@ -187,9 +187,11 @@ class FusionRun:
 
     def _reused_of(self, node: "Node") -> set[int]:
         cache = self.fusion.reused_operands
-        if node.uid not in cache:
-            cache[node.uid] = {op.uid for i, op in enumerate(node.operands) if rif.reuses_operand_elements(node, i)}
-        return cache[node.uid]
+        found = cache.get(node.uid)
+        if found is None:
+            found = cache[node.uid] = {op.uid for i, op in enumerate(node.operands)
+                                       if rif.reuses_operand_elements(node, i)}
+        return found
 
     def indexing_evaluation(self, fusion: "Node") -> rif.FusionNodeIndexingEvaluation:
         if fusion.uid not in self.indexing_evaluations:
@@ -215,8 +217,7 @@ class FusionRun:
             if consumer is None:
                 self._flush()
                 return changed
-            candidates = sorted((i for i, op in enumerate(consumer.operands) if op.uid in self._position),
-                                key=lambda i: -self._position[consumer.operands[i].uid])
+            candidates = self._candidates(consumer)
             if not rif.is_fusible(consumer) and consumer.opcode != "fusion":
                 for i in candidates:
                     self._record(consumer, i, self.evaluate(("IF-CONSUMER-NOT-FUSIBLE",), consumer, i))
@@ -226,6 +227,16 @@ class FusionRun:
                 if self._consider(consumer, i, mof_consumer):
                     changed = True
                     break
+
+    def _candidates(self, consumer: "Node") -> list[int]:
+        """The consumer's operands still queued, latest in post order first (XLA's
+        GetInstructionsToFuse order); an operand used twice keeps its operand order."""
+        position = self._position
+        operands = consumer.operands
+        if len(operands) == 1:  # (most consumers: no sort)
+            return [0] if operands[0].uid in position else []
+        return sorted((i for i, op in enumerate(operands) if op.uid in position),
+                      key=lambda i: -position[operands[i].uid])
 
     def _consider(self, consumer: "Node", i: int, mof_consumer: list) -> bool:
         producer = consumer.operands[i]
@@ -414,7 +425,8 @@ class FusionRun:
                 break
             outcome = self.policy.should_fuse(self, consumer, i)
             if not outcome.allowed:
-                why = f"{operand.name} cannot be fused into {consumer.name}: {outcome.blocked_by.reason(outcome.facts)}"
+                why = f"{operand.name} cannot be fused into {consumer.name}: " \
+                      f"{rule_reason(outcome.blocked_by.message, outcome.facts)}"
                 break
             deeper = self._can_fuse_on_all_paths(producer, operand, memo)
             if deeper is not None:
@@ -454,15 +466,13 @@ class FusionRun:
 
     def _flush(self) -> None:
         """Turn the pending records of this computation into Decisions.  Members and source
-        line are looked up once per node, and a refusal's sentence once per rule message and
-        facts (`_reasons`): a producer refused by many consumers, or the same refusal on every
-        layer of a model, repeats them."""
+        line are looked up once per node (a producer refused by many consumers repeats them).
+        Each refusal is worded: its facts name the pair, so sentences rarely repeat."""
         computation = self.graph.name if self.graph is not None else None
         pass_name = self.ctx.pass_name or self.policy.name
         program = self.program
         members: dict[int, tuple[str, ...]] = {}
         sources: dict[int, ir.SourceLocation | None] = {}
-        reasons: dict[tuple, str] = {}
         decisions = self.ctx.decisions
         for index, (producer, consumer, fields) in self._pending.items():
             live = self._current.get(consumer.uid, consumer)
@@ -479,9 +489,9 @@ class FusionRun:
             if len(fields) == 3:  # a refusal: (producer name, outcome, mof reason)
                 name, outcome, mof_reason = fields
                 blocked = outcome.blocked_by
-                facts = dict(outcome.facts)
+                refused = dict(outcome.facts)
                 if blocked is None:
-                    decisions[index] = Decision(pass_name, name, live.name, Verdict.BLOCKED, None, "", None, facts,
+                    decisions[index] = Decision(pass_name, name, live.name, Verdict.BLOCKED, None, "", None, refused,
                                                 outcome.relaxed, computation, producer_members, consumer_members,
                                                 source)
                     continue
@@ -489,31 +499,13 @@ class FusionRun:
                 if xla_reason is not None and mof_reason:
                     xla_reason = f"{xla_reason} ; {mof_reason}"
                 decisions[index] = Decision(
-                    pass_name, name, live.name, Verdict.BLOCKED, blocked.id, _reason(reasons, blocked.message, facts),
-                    xla_reason, facts, outcome.relaxed, computation, producer_members, consumer_members, source)
+                    pass_name, name, live.name, Verdict.BLOCKED, blocked.id, rule_reason(blocked.message, refused),
+                    xla_reason, refused, outcome.relaxed, computation, producer_members, consumer_members, source)
             else:
                 name, verdict, rule, reason, xla_reason, facts, relaxed = fields
                 decisions[index] = Decision(pass_name, name, live.name, verdict, rule, reason, xla_reason, facts,
                                             relaxed, computation, producer_members, consumer_members, source)
         self._pending.clear()
-
-
-def _reason(known: dict[tuple, str], message: str, facts: dict) -> str:
-    """`rule_reason(message, facts)`, remembered in `known` by message and facts.  Only facts
-    of strings and ints are remembered: two such values that are equal are written the same,
-    where 1 and True, or 0.0 and -0.0, are equal keys written differently."""
-    key: list = [message]
-    for name, value in facts.items():
-        kind = type(value)
-        if kind is not str and kind is not int:
-            return rule_reason(message, facts)
-        key.append(name)
-        key.append(value)
-    found_key = tuple(key)
-    found = known.get(found_key)
-    if found is None:
-        found = known[found_key] = rule_reason(message, facts)
-    return found
 
 
 def _set_bits(mask: int):
