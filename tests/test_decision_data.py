@@ -103,9 +103,11 @@ def test_compiled_with_the_core_as_a_native_class():
 
     if native.why_not_compiled() is not None:
         pytest.skip(f"compiled core not in use: {native.why_not_compiled()}")
+    import importlib.machinery
+
     import hlofuse.decision
 
-    assert hlofuse.decision.__file__.endswith(__import__("importlib.machinery").machinery.EXTENSION_SUFFIXES[0])
+    assert hlofuse.decision.__file__.endswith(importlib.machinery.EXTENSION_SUFFIXES[0])
     assert not hasattr(Decision("p", "a", "b", Verdict.FUSED), "__dict__")
 
 
