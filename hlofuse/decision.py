@@ -1,14 +1,16 @@
 """What the fusion replay produces: one Decision per candidate pair, and the kernels of the
-fused module.  Data only; the rules and passes that fill them live in rules/ and passes/."""
+fused module.  Data only; the rules and passes that fill them live in rules/ and passes/.
+Compiled by hlofuse.native: the passes build hundreds of thousands of Decisions."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Final, Mapping
 
 from . import ir
+from .native import mypyc_attr
 
 
 class Verdict(str, Enum):
@@ -19,8 +21,19 @@ class Verdict(str, Enum):
 
 
 #: Decision's default facts: a fresh empty dict each (the dataclass's default_factory=dict).
-_NO_FACTS: Mapping[str, Any] = MappingProxyType({})
+_NO_FACTS: Final[Mapping[str, Any]] = MappingProxyType({})
 _set_attribute = object.__setattr__
+
+
+def _compiled() -> bool:
+    """Whether this module runs compiled (hlofuse.native): a compiled function has no code object."""
+    return not hasattr(_compiled, "__code__")
+
+
+#: Compiled, Decision is a native class: its constructor writes the fields into the object's
+#: own slots.  From source it is a frozen dataclass whose constructor sets the instance's dict
+#: at once.
+_NATIVE: Final = _compiled()
 
 
 @dataclass(frozen=True, init=False)
@@ -31,9 +44,12 @@ class Decision:
     reports for the same refusal (verbatim), so users can grep XLA's source and logs.
 
     The constructor is written by hand: one is made per pair considered (hundreds of
-    thousands on a large module), and the generated one of a frozen dataclass sets each of
-    the 13 fields with its own object.__setattr__ call; this one sets the instance's dict
-    once.  Fields, defaults, equality, repr and immutability are the dataclass's."""
+    thousands on a large module).  Compiled, the class is native and the constructor stores
+    each field in its slot (the frozen dataclass's __setattr__, which refuses every assignment
+    from outside, is not in that path); from source it sets the instance's dict once, where
+    the dataclass's would make 13 object.__setattr__ calls.  Fields, defaults, equality, repr
+    and immutability are the dataclass's; it pickles as its fields (`__reduce__`), so an
+    entry of the result cache written compiled loads from source and the other way round."""
 
     pass_name: str
     producer: str
@@ -56,11 +72,32 @@ class Decision:
                  relaxed: tuple[str, ...] = (), computation: str | None = None,
                  producer_members: tuple[str, ...] = (), consumer_members: tuple[str, ...] = (),
                  source: ir.SourceLocation | None = None) -> None:
+        if _NATIVE:
+            # (mypy reads these as assignments to frozen fields; compiled they are slot writes)
+            self.pass_name = pass_name  # type: ignore[misc]
+            self.producer = producer  # type: ignore[misc]
+            self.consumer = consumer  # type: ignore[misc]
+            self.verdict = verdict  # type: ignore[misc]
+            self.rule = rule  # type: ignore[misc]
+            self.reason = reason  # type: ignore[misc]
+            self.xla_reason = xla_reason  # type: ignore[misc]
+            self.facts = {} if facts is _NO_FACTS else facts  # type: ignore[misc]
+            self.relaxed = relaxed  # type: ignore[misc]
+            self.computation = computation  # type: ignore[misc]
+            self.producer_members = producer_members  # type: ignore[misc]
+            self.consumer_members = consumer_members  # type: ignore[misc]
+            self.source = source  # type: ignore[misc]
+            return
         _set_attribute(self, "__dict__", {
             "pass_name": pass_name, "producer": producer, "consumer": consumer, "verdict": verdict,
             "rule": rule, "reason": reason, "xla_reason": xla_reason,
             "facts": {} if facts is _NO_FACTS else facts, "relaxed": relaxed, "computation": computation,
             "producer_members": producer_members, "consumer_members": consumer_members, "source": source})
+
+    def __reduce__(self) -> tuple:
+        return Decision, (self.pass_name, self.producer, self.consumer, self.verdict, self.rule, self.reason,
+                          self.xla_reason, self.facts, self.relaxed, self.computation, self.producer_members,
+                          self.consumer_members, self.source)
 
     def to_dict(self) -> dict:
         return {
@@ -95,6 +132,7 @@ def _source_dict(loc: ir.SourceLocation | None) -> dict | None:
     return {"file": loc.file, "line": loc.line, "function": loc.function}
 
 
+@mypyc_attr(native_class=False)  # (few, and pickled by the result cache as from source)
 @dataclass(frozen=True)
 class Kernel:
     """One kernel of a fused module: a fusion, a library call, or an unfused instruction."""
@@ -114,6 +152,7 @@ class Kernel:
                 "instructions": list(self.instructions), "root": self.root}
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True)
 class FusionResult:
     """The replay of a fusion pipeline on one module."""

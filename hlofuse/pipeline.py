@@ -19,6 +19,7 @@ from .device import DeviceSpec, load_gpu
 from .errors import InputError
 from .graph import Graph, Node, Program
 from .rules import Outcome, evaluate
+from .rules.evaluation import rule_reason
 from .verify import verify
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def _reasons(rule, outcome: Outcome) -> tuple[str, str | None]:
             xla_reason = xla_reason.format(**outcome.facts)
         except (KeyError, IndexError, ValueError):
             pass
-    found = (rule.reason(outcome.facts), xla_reason)
+    found = (rule_reason(rule.message, outcome.facts), xla_reason)  # (Rule.reason, without the interpreter)
     _last_reasons[:] = [outcome, found]
     return found
 

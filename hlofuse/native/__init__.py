@@ -46,6 +46,7 @@ else:
 #: the source, hlofuse.rules._doc_and_place.)
 MODULES = (
     "hlofuse.ir",
+    "hlofuse.decision",
     "hlofuse.cycles",
     "hlofuse.graph",
     "hlofuse.names",

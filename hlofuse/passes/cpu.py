@@ -92,16 +92,12 @@ class CpuPolicy(FusionPolicy):
         return node.opcode == "scatter" or node.opcode not in _NOT_ELEMENTAL_EMITTER_OPS
 
     def should_fuse(self, run: FusionRun, consumer: "Node", operand_index: int) -> Outcome:
-        question = run.candidate(consumer, operand_index)  # one for both lists: nothing changes between
+        """C0–C1, the kOutput shortcut C2, then C3–C15: C2 is a test of the pair alone, so
+        it is made first, and a pair it does not take is asked both lists as one."""
         producer = consumer.operands[operand_index]
-        first = run.evaluate(rc.should_fuse_before_output(producer), consumer, operand_index, question)
-        if not first.allowed or rc.can_be_output_fused(producer, consumer):
-            return first
-        second = run.evaluate(rc.should_fuse_after_output(consumer, producer, run.may_duplicate), consumer,
-                              operand_index, question)
-        if not first.relaxed:  # (nearly always: the second answer is the whole answer)
-            return second
-        return Outcome(second.blocked_by, second.facts, first.relaxed + second.relaxed)
+        if rc.can_be_output_fused(producer, consumer):
+            return run.evaluate(rc.should_fuse_before_output(producer), consumer, operand_index)
+        return run.evaluate(rc.should_fuse_rules(consumer, producer, run.may_duplicate), consumer, operand_index)
 
     def is_expensive(self, node: "Node") -> bool:
         return rc.is_expensive(node)

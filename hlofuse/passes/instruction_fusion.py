@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from ..native import mypyc_attr
 from .. import fusion_primitives as fp
+from .. import ir
 from ..decision import Decision, Verdict
 from ..rules import Candidate, Outcome, evaluate
 from ..rules.evaluation import rule_reason
@@ -58,6 +59,10 @@ from ..rules.candidates import FusionCandidate
 if TYPE_CHECKING:  # pragma: no cover
     from ..graph import Graph, Node, Program
     from ..pipeline import Context
+
+#: What stands in ctx.decisions for a pair's Decision until the computation is flushed (a
+#: Decision: the list holds Decisions only, which the compiled core checks).
+_PENDING = Decision("", "", "", Verdict.BLOCKED, reason="pending: replaced when the computation is done")
 
 #: Reason XLA appends to every refusal of a pass without multi-output fusion.
 MOF_NOT_SUPPORTED = "multi-output fusion not supported by this pass"
@@ -182,9 +187,11 @@ class FusionRun:
 
     def _reused_of(self, node: "Node") -> set[int]:
         cache = self.fusion.reused_operands
-        if node.uid not in cache:
-            cache[node.uid] = {op.uid for i, op in enumerate(node.operands) if rif.reuses_operand_elements(node, i)}
-        return cache[node.uid]
+        found = cache.get(node.uid)
+        if found is None:
+            found = cache[node.uid] = {op.uid for i, op in enumerate(node.operands)
+                                       if rif.reuses_operand_elements(node, i)}
+        return found
 
     def indexing_evaluation(self, fusion: "Node") -> rif.FusionNodeIndexingEvaluation:
         if fusion.uid not in self.indexing_evaluations:
@@ -210,8 +217,7 @@ class FusionRun:
             if consumer is None:
                 self._flush()
                 return changed
-            candidates = sorted((i for i, op in enumerate(consumer.operands) if op.uid in self._position),
-                                key=lambda i: -self._position[consumer.operands[i].uid])
+            candidates = self._candidates(consumer)
             if not rif.is_fusible(consumer) and consumer.opcode != "fusion":
                 for i in candidates:
                     self._record(consumer, i, self.evaluate(("IF-CONSUMER-NOT-FUSIBLE",), consumer, i))
@@ -221,6 +227,16 @@ class FusionRun:
                 if self._consider(consumer, i, mof_consumer):
                     changed = True
                     break
+
+    def _candidates(self, consumer: "Node") -> list[int]:
+        """The consumer's operands still queued, latest in post order first (XLA's
+        GetInstructionsToFuse order); an operand used twice keeps its operand order."""
+        position = self._position
+        operands = consumer.operands
+        if len(operands) == 1:  # (most consumers: no sort)
+            return [0] if operands[0].uid in position else []
+        return sorted((i for i, op in enumerate(operands) if op.uid in position),
+                      key=lambda i: -position[operands[i].uid])
 
     def _consider(self, consumer: "Node", i: int, mof_consumer: list) -> bool:
         producer = consumer.operands[i]
@@ -409,7 +425,8 @@ class FusionRun:
                 break
             outcome = self.policy.should_fuse(self, consumer, i)
             if not outcome.allowed:
-                why = f"{operand.name} cannot be fused into {consumer.name}: {outcome.blocked_by.reason(outcome.facts)}"
+                why = f"{operand.name} cannot be fused into {consumer.name}: " \
+                      f"{rule_reason(outcome.blocked_by.message, outcome.facts)}"
                 break
             deeper = self._can_fuse_on_all_paths(producer, operand, memo)
             if deeper is not None:
@@ -444,16 +461,18 @@ class FusionRun:
         index = slots.get(producer.uid)
         if index is None:
             index = slots[producer.uid] = len(self.ctx.decisions)
-            self.ctx.record(None)  # placeholder until _flush
+            self.ctx.record(_PENDING)  # placeholder until _flush
         self._pending[index] = (producer, consumer, fields)
 
     def _flush(self) -> None:
-        """Turn the pending records of this computation into Decisions."""
+        """Turn the pending records of this computation into Decisions.  Members and source
+        line are looked up once per node (a producer refused by many consumers repeats them).
+        Each refusal is worded: its facts name the pair, so sentences rarely repeat."""
         computation = self.graph.name if self.graph is not None else None
         pass_name = self.ctx.pass_name or self.policy.name
+        program = self.program
         members: dict[int, tuple[str, ...]] = {}
-        sources: dict[int, object] = {}
-        location = self.program.location
+        sources: dict[int, ir.SourceLocation | None] = {}
         decisions = self.ctx.decisions
         for index, (producer, consumer, fields) in self._pending.items():
             live = self._current.get(consumer.uid, consumer)
@@ -463,20 +482,25 @@ class FusionRun:
             consumer_members = members.get(live.uid)
             if consumer_members is None:
                 consumer_members = members[live.uid] = live.members()
-            source = sources.get(producer.uid, sources)
-            if source is sources:  # a producer refused by many consumers: one lookup
-                source = sources[producer.uid] = location(producer)
+            if producer.uid in sources:
+                source = sources[producer.uid]
+            else:
+                source = sources[producer.uid] = program.location(producer)
             if len(fields) == 3:  # a refusal: (producer name, outcome, mof reason)
                 name, outcome, mof_reason = fields
                 blocked = outcome.blocked_by
-                xla_reason = blocked.xla.message if blocked is not None else None
+                refused = dict(outcome.facts)
+                if blocked is None:
+                    decisions[index] = Decision(pass_name, name, live.name, Verdict.BLOCKED, None, "", None, refused,
+                                                outcome.relaxed, computation, producer_members, consumer_members,
+                                                source)
+                    continue
+                xla_reason = blocked.xla.message
                 if xla_reason is not None and mof_reason:
                     xla_reason = f"{xla_reason} ; {mof_reason}"
                 decisions[index] = Decision(
-                    pass_name, name, live.name, Verdict.BLOCKED, blocked.id if blocked is not None else None,
-                    rule_reason(blocked.message, outcome.facts) if blocked is not None else "", xla_reason,
-                    dict(outcome.facts),
-                    outcome.relaxed, computation, producer_members, consumer_members, source)
+                    pass_name, name, live.name, Verdict.BLOCKED, blocked.id, rule_reason(blocked.message, refused),
+                    xla_reason, refused, outcome.relaxed, computation, producer_members, consumer_members, source)
             else:
                 name, verdict, rule, reason, xla_reason, facts, relaxed = fields
                 decisions[index] = Decision(pass_name, name, live.name, verdict, rule, reason, xla_reason, facts,

@@ -516,6 +516,23 @@ def should_fuse_after_output(consumer: "Node", producer: "Node | None" = None,
     return found
 
 
+def should_fuse_rules(consumer: "Node", producer: "Node", may_duplicate: bool) -> tuple[str, ...]:
+    """C0–C1 and C3–C15 as one list, for a pair the kOutput shortcut (C2) does not take: asked
+    as one list they answer as the two asked one after the other (the first objection not
+    relaxed decides, relaxed ones are noted in order), with one question instead of two."""
+    key = (updates_in_place(consumer), _PRODUCER_CLASS.get(producer.opcode, "other"),
+           _CONSUMER_CLASS.get(consumer.opcode, "other"), may_duplicate)
+    found = _WHOLE.get(key)
+    if found is None:
+        found = _WHOLE[key] = should_fuse_before_output(producer) + \
+            should_fuse_after_output(consumer, producer, may_duplicate)
+    return found
+
+
+#: The lists of should_fuse_rules, by (in place, producer class, consumer class, may duplicate):
+#: the producer class says whether C1 (a constant producer) is among them.
+_WHOLE: dict[tuple, tuple[str, ...]] = {}
+
 #: The lists of should_fuse_after_output, by (in place, producer class, consumer class, may duplicate).
 _AFTER_OUTPUT: dict[tuple, tuple[str, ...]] = {}
 
