@@ -250,7 +250,7 @@ class Graph:
             node.name_parts = parts
         else:
             name = node.name
-            program.instruction_names.reserve(name)
+            node.name_parts = program.instruction_names.reserve(name)
         node.graph = self
         self._version += 1  # (bump and next_uid, inlined: every clone and parameter is added here)
         program.edits += 1
@@ -328,11 +328,15 @@ class Graph:
         """XLA's MakeInstructionPostOrder: from each user-less instruction in list order, an
         iterative DFS visiting control predecessors (reversed) and operands (in order).
         Remembered until the computation changes (a new list each call: callers may edit it)."""
+        return list(self._remembered_post_order())
+
+    def _remembered_post_order(self) -> list[Node]:
+        """post_order's list itself (not to be edited: it is the remembered one)."""
         cache = graph_cache(self)
         order = cache.get("post-order")
         if order is None:
             order = cache["post-order"] = self._post_order()
-        return list(order)
+        return order
 
     def _post_order(self) -> list[Node]:
         if self.program is None or self.program.has_control:
@@ -951,7 +955,7 @@ class Program:
         name_of = _NAME_OF
         for g in self.graph_order():
             instrs: list[ir.Instruction] = []
-            for node in g.post_order():
+            for node in g._remembered_post_order():
                 source = node.source
                 if source is not None and _says_the_same(node, source):
                     instrs.append(source)  # (most instructions outside fusions: nothing to build)
