@@ -416,8 +416,6 @@ class _Verifier:
         self.reducer(instr, "to_apply", 2 * n)
 
     def op_dot(self, instr, shapes) -> None:
-        from .shape_inference import infer
-
         self.arrays(instr, shapes, 2)
         if len(shapes) > 2:
             return  # sparse dots: metadata operands follow
@@ -430,9 +428,13 @@ class _Verifier:
                 not _dim_equal(lhs.dims[a], rhs.dims[b]) for a, b in zip(lc + lb, rc + rb)):
             raise self.fail(instr, f"the contracting and batch dimensions of dot {instr.name} do not pair "
                                    f"{lhs.to_text(False)} with {rhs.to_text(False)}")
-        expected = infer("dot", shapes, dict(instr.attrs), {})
-        if expected is not None:
-            self.expect(instr, expected.dims, None, " (from its operands and dimension numbers)")
+        # XLA's InferDotOpShape: the batch dimensions (in lhs_batch_dims' order), then the
+        # other dimensions of lhs, then those of rhs (shape_inference.infer's rule, here on
+        # the dimension lists just read and checked)
+        dims = [lhs.dims[d] for d in lb]
+        dims += [d for i, d in enumerate(lhs.dims) if i not in lc and i not in lb]
+        dims += [d for i, d in enumerate(rhs.dims) if i not in rc and i not in rb]
+        self.expect(instr, tuple(dims), None, " (from its operands and dimension numbers)")
 
     def op_sort(self, instr, shapes) -> None:
         self.arrays(instr, shapes, 1)
