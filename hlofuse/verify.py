@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Final
 
 from . import ir
-from .attributes import int_list
+from .attributes import int_list, padding, slice_dims
 from .errors import HloVerifierError
 from .opcodes import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
 
@@ -58,15 +58,16 @@ class _Verifier:
             for instr in comp.instructions:
                 if id(instr.shape) not in _SIZED:
                     self.size(instr)
-                check = _CHECKS.get(instr.opcode)
-                if check is None:
-                    if instr.opcode in UNARY_ELEMENTWISE:
-                        check = _Verifier.unary
-                    elif instr.opcode in BINARY_ELEMENTWISE:
-                        check = _Verifier.binary
-                    else:
-                        continue
-                check(self, instr, [by_name[op].shape for op in instr.operands])
+                opcode = instr.opcode
+                check = _CHECKS.get(opcode)
+                # (elementwise checks, most instructions, called as methods: compiled, a call
+                # through the table goes through Python's calling convention)
+                if check is not None:
+                    check(self, instr, [by_name[op].shape for op in instr.operands])
+                elif opcode in UNARY_ELEMENTWISE:
+                    self.unary(instr, [by_name[op].shape for op in instr.operands])
+                elif opcode in BINARY_ELEMENTWISE:
+                    self.binary(instr, [by_name[op].shape for op in instr.operands])
 
     def fusion_callers(self) -> None:
         """A fused computation belongs to one fusion instruction and is called by nothing else
@@ -202,7 +203,7 @@ class _Verifier:
         if not _dims_equal(lhs.dims, rhs.dims) or not _same_type(lhs.element_type, rhs.element_type):
             raise self.fail(instr, f"{instr.opcode} {instr.name} combines operands of different shapes: "
                                    f"{lhs.to_text(False)} and {rhs.to_text(False)}")
-        result_type = {"compare": "pred"}.get(instr.opcode, lhs.element_type)
+        result_type = "pred" if instr.opcode == "compare" else lhs.element_type
         if instr.opcode == "complex":
             result_type = {"f32": "c64", "f64": "c128"}.get(lhs.element_type, instr.shape.element_type)
         self.expect(instr, lhs.dims, result_type, " (the shape of its operands)")
@@ -278,8 +279,6 @@ class _Verifier:
         self.expect(instr, shapes[0].dims, shapes[0].element_type, " (the shape of its operand)")
 
     def op_slice(self, instr, shapes) -> None:
-        from .attributes import slice_dims
-
         self.arrays(instr, shapes, 1)
         operand = shapes[0]
         spec = slice_dims(instr)
@@ -313,8 +312,6 @@ class _Verifier:
         self.expect(instr, tuple(result), first.element_type, " (its operands joined)")
 
     def op_pad(self, instr, shapes) -> None:
-        from .attributes import padding
-
         self.arrays(instr, shapes, 2)
         operand, value = shapes[0], shapes[1]
         if value.rank:
