@@ -44,10 +44,24 @@ def _carried_attrs(consumer: Node) -> list[tuple[str, str]]:
 def _new_parameter(fusion: Node, operand: Node) -> Node:
     """Append `operand` to the fusion's operands with a new fused parameter for it."""
     number = len(fusion.fused.parameters)
-    param = Node(f"param_{number}", "parameter", operand.shape, literal=str(number))
+    name, literal = _parameter_texts(number)
+    param = Node(name, "parameter", operand.shape, literal=literal)
     fusion.fused.add(param)
     add_operand(fusion, operand)
     return param
+
+
+#: (`param_<n>`, `<n>`) by n: the name and literal of each fused parameter number, made once
+#: (every fusion step adds and renumbers parameters; a name made once also hashes once).
+_PARAMETER_TEXTS: Final[list[tuple[str, str]]] = []
+
+
+def _parameter_texts(number: int) -> tuple[str, str]:
+    texts = _PARAMETER_TEXTS
+    while len(texts) <= number:
+        k = len(texts)
+        texts.append((f"param_{k}", str(k)))
+    return texts[number]
 
 
 def _remove_parameter(fusion: Node, index: int) -> None:
@@ -67,9 +81,9 @@ def _remove_parameter(fusion: Node, index: int) -> None:
         return
     names = body.program.instruction_names
     for p in params[later:]:
-        number = int(p.literal) - 1
-        p.literal = str(number)
-        body.rename(p, names.get(f"param_{number}"))
+        name, literal = _parameter_texts(int(p.literal) - 1)
+        p.literal = literal
+        body.rename(p, names.get(name))
 
 
 def remove_unused_parameters(fusion: Node) -> bool:

@@ -31,7 +31,7 @@ class Node:
 
     __slots__ = ("name", "opcode", "shape", "operands", "users", "attrs", "literal", "called",
                  "fused", "graph", "origin", "span", "uid", "edits", "user_slots", "visit", "cursor",
-                 "name_parts")
+                 "name_parts", "source")
 
     def __init__(self, name: str, opcode: str, shape: ir.Shape, *, attrs=(), literal=None, called=(),
                  origin: tuple[str, ...] = (), span=None):
@@ -40,9 +40,12 @@ class Node:
         self.shape = shape
         self.operands: list[Node] = []
         self.users: list[Node] = []
-        self.attrs: list[tuple[str, str]] = list(attrs)
+        #: Attributes and called computations are tuples, replaced (never edited in place) when
+        #: they change: a node shares them with the instruction it was read from and with its
+        #: clones (tuple() of a tuple is that tuple), and to_module hands them on as they are.
+        self.attrs: tuple[tuple[str, str], ...] = tuple(attrs)
         self.literal = literal
-        self.called: list[str] = list(called)
+        self.called: tuple[str, ...] = tuple(called)
         self.fused: Graph | None = None
         self.graph: Graph | None = None
         self.origin: tuple[str, ...] = origin
@@ -59,6 +62,9 @@ class Node:
         #: How the program's name uniquer split `name` when it handed it out (NameUniquer.take),
         #: handed to clones, which ask for the same name.
         self.name_parts: "tuple[_Root, int, str] | None" = None
+        #: The input instruction this node was read as (Program.from_module): to_module hands it
+        #: on unchanged when the node still says what it said.
+        self.source: ir.Instruction | None = None
 
     # -- attributes -----------------------------------------------------------------------
     def attr(self, key: str, default: str | None = None) -> str | None:
@@ -72,11 +78,12 @@ class Node:
             self.graph.bump()  # a new kind or control edge changes what analyses see
             if key == CONTROL and self.graph.program is not None:
                 self.graph.program.has_control = True
-        for i, (k, _) in enumerate(self.attrs):
+        attrs = self.attrs
+        for i, (k, _) in enumerate(attrs):
             if k == key:
-                self.attrs[i] = (key, value)
+                self.attrs = attrs[:i] + ((key, value),) + attrs[i + 1:]
                 return
-        self.attrs.append((key, value))
+        self.attrs = attrs + ((key, value),)
 
     @property
     def is_fusion(self) -> bool:
@@ -243,7 +250,7 @@ class Graph:
             node.name_parts = parts
         else:
             name = node.name
-            program.instruction_names.reserve(name)
+            node.name_parts = program.instruction_names.reserve(name)
         node.graph = self
         self._version += 1  # (bump and next_uid, inlined: every clone and parameter is added here)
         program.edits += 1
@@ -321,11 +328,15 @@ class Graph:
         """XLA's MakeInstructionPostOrder: from each user-less instruction in list order, an
         iterative DFS visiting control predecessors (reversed) and operands (in order).
         Remembered until the computation changes (a new list each call: callers may edit it)."""
+        return list(self._remembered_post_order())
+
+    def _remembered_post_order(self) -> list[Node]:
+        """post_order's list itself (not to be edited: it is the remembered one)."""
         cache = graph_cache(self)
         order = cache.get("post-order")
         if order is None:
             order = cache["post-order"] = self._post_order()
-        return list(order)
+        return order
 
     def _post_order(self) -> list[Node]:
         if self.program is None or self.program.has_control:
@@ -721,12 +732,16 @@ class Program:
         """Break the reference cycles of everything this program made (node ↔ graph, operand
         ↔ user, fusion ↔ body), so it is freed at once by reference counting.  Left to the
         cyclic collector, a replayed program of 100k instructions is a million objects that
-        its next collection has to find (seconds).  The program is unusable afterwards."""
+        its next collection has to find (seconds).  The program is unusable afterwards.
+
+        Only the edges that close cycles are cut, each by one store or clear: a node's users
+        (the operand edges alone are acyclic), and each graph's hold on its nodes (the nodes'
+        own `graph` then points at an empty graph), its fusion instruction and its program.
+        What is left is a tree of references, freed as the program is dropped."""
         for graph in self.made_graphs:
             for node in graph._nodes.values():
-                node.operands = node.users = []
-                node.fused = node.graph = node.user_slots = None
-            graph._nodes = {}
+                node.users.clear()
+            graph._nodes.clear()
             graph._by_name = None
             graph._root = graph.fusion_owner = graph.answers = graph.program = None
             graph.boundary_explainer = None
@@ -900,10 +915,14 @@ class Program:
             nodes: dict[str, Node] = {}
             in_fusion = comp.name in fusion_bodies
             for instr in comp.instructions:
-                called = [c for c in instr.called if not (instr.opcode == "fusion" and c == instr.fused_computation)]
+                called = instr.called
+                if called and instr.opcode == "fusion":  # (the body is `fused`, not a callee)
+                    body = instr.fused_computation
+                    called = tuple([c for c in called if c != body])
                 node = Node(instr.name, instr.opcode, instr.shape, attrs=instr.attrs, literal=instr.literal,
                             called=called, origin=() if in_fusion and instr.opcode == "parameter" else (instr.name,),
                             span=instr.span)
+                node.source = instr
                 g.add(node, unique_name=False)
                 nodes[instr.name] = node
                 if instr.opcode == "fusion" and fusion_bodies.get(instr.fused_computation) == (comp.name, instr.name):
@@ -935,29 +954,54 @@ class Program:
         direct = make is ir.Instruction
         name_of = _NAME_OF
         for g in self.graph_order():
-            instrs = []
-            for node in g.post_order():
+            instrs: list[ir.Instruction] = []
+            for node in g._remembered_post_order():
+                source = node.source
+                if source is not None and _says_the_same(node, source):
+                    instrs.append(source)  # (most instructions outside fusions: nothing to build)
+                    continue
                 attrs = node.attrs
                 called = node.called
-                if node.fused is not None:
-                    attrs = [(k, v) for k, v in attrs if k != "calls"]
-                    kind_at = next((i for i, (k, _) in enumerate(attrs) if k == "kind"), None)
-                    entry = ("calls", node.fused.name)
+                fused = node.fused
+                if fused is not None:
+                    listed = [(k, v) for k, v in attrs if k != "calls"]
+                    kind_at = next((i for i, (k, _) in enumerate(listed) if k == "kind"), None)
+                    entry = ("calls", fused.name)
                     if kind_at is None:
-                        attrs.insert(0, entry)
+                        listed.insert(0, entry)
                     else:
-                        attrs.insert(kind_at + 1, entry)
-                    called = [node.fused.name] + [c for c in called if c != node.fused.name]
+                        listed.insert(kind_at + 1, entry)
+                    attrs = tuple(listed)
+                    called = (fused.name,) + tuple([c for c in called if c != fused.name])
                 if direct:
                     instrs.append(ir.Instruction(node.name, node.opcode, node.shape,
-                                                 tuple([op.name for op in node.operands]), tuple(attrs),
-                                                 node.literal, tuple(called), node.span))
+                                                 tuple([op.name for op in node.operands]), attrs,
+                                                 node.literal, called, node.span))
                 else:
                     instrs.append(make(node.name, node.opcode, node.shape, tuple(map(name_of, node.operands)),
-                                       tuple(attrs), node.literal, tuple(called), node.span))
+                                       attrs, node.literal, called, node.span))
             comps.append(ir.Computation(g.name, tuple(instrs), g.root.name, g is self.entry, tuple(g.attrs)))
         return ir.Module(self.name, tuple(comps), self.entry.name, tuple(self.attrs), self.stack_frames,
                          style=self.style)
+
+
+def _says_the_same(node: Node, source: ir.Instruction) -> bool:
+    """Whether `node`, not a fusion, still reads as the instruction it was read from: the same
+    name, operands (by name), attributes and callees (the same tuples: edits replace them),
+    shape and literal."""
+    if (node.fused is not None or source.name != node.name or source.attrs is not node.attrs
+            or source.called is not node.called or source.shape is not node.shape
+            or source.literal is not node.literal or source.opcode != node.opcode):
+        return False
+    names = source.operands
+    operands = node.operands
+    n = len(operands)
+    if len(names) != n:
+        return False
+    for i in range(n):
+        if operands[i].name != names[i]:
+            return False
+    return True
 
 
 _NAME_OF = operator.attrgetter("name")
@@ -1013,7 +1057,7 @@ def set_control_predecessors(node: Node, preds: Iterable[Node]) -> None:
     if names:
         node.set_attr(CONTROL, "{" + ", ".join(names) + "}")
     elif node.attr(CONTROL) is not None:
-        node.attrs = [(k, v) for k, v in node.attrs if k != CONTROL]
+        node.attrs = tuple([(k, v) for k, v in node.attrs if k != CONTROL])
         if node.graph is not None:
             node.graph.bump()
 
@@ -1101,7 +1145,7 @@ def clone_node(node: Node, graph: Graph, name: str | None = None) -> Node:
     attrs = node.attrs
     for key, _ in attrs:  # (a loop, not any(): on every clone, and attrs are few)
         if key == CONTROL:
-            attrs = [(k, v) for k, v in attrs if k != CONTROL]
+            attrs = tuple([(k, v) for k, v in attrs if k != CONTROL])
             break
     copy = Node(name or node.name, node.opcode, node.shape, attrs=attrs, literal=node.literal,
                 called=node.called, origin=node.origin, span=node.span)

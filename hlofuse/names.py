@@ -44,9 +44,19 @@ class NameUniquer:
             found = self._roots[name] = _Root(name)
         return found
 
-    def reserve(self, name: str) -> None:
-        root, n = self._split(name)
-        self._root(root).used.add(n if n is not None else 0)
+    def reserve(self, name: str) -> "tuple[_Root, int, str] | None":
+        """Mark `name` as used.  Returns what a request for `name` splits into (take's
+        `known`: a clone of a node read from the input asks for its name), or None where that
+        is not `name` itself (a name to sanitize, or a number written with leading zeros)."""
+        text, n = self._split(name)
+        root = self._root(text)
+        number = n if n is not None else 0
+        root.used.add(number)
+        if n is not None and name[len(text) + 1] == "0" and len(name) > len(text) + 2:
+            return None  # (`add.07` is asked for as `add.7`)
+        if not _CLEAN_NAME(name):
+            return None
+        return (root, number, name)
 
     def _parts_of(self, requested: str) -> tuple[_Root, int, str]:
         name, n = self._split(_sanitize(requested))

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Final
 
 from . import ir
-from .attributes import int_list
+from .attributes import int_list, padding, slice_dims
 from .errors import HloVerifierError
 from .opcodes import BINARY_ELEMENTWISE, UNARY_ELEMENTWISE
 
@@ -58,15 +58,16 @@ class _Verifier:
             for instr in comp.instructions:
                 if id(instr.shape) not in _SIZED:
                     self.size(instr)
-                check = _CHECKS.get(instr.opcode)
-                if check is None:
-                    if instr.opcode in UNARY_ELEMENTWISE:
-                        check = _Verifier.unary
-                    elif instr.opcode in BINARY_ELEMENTWISE:
-                        check = _Verifier.binary
-                    else:
-                        continue
-                check(self, instr, [by_name[op].shape for op in instr.operands])
+                opcode = instr.opcode
+                check = _CHECKS.get(opcode)
+                # (elementwise checks, most instructions, called as methods: compiled, a call
+                # through the table goes through Python's calling convention)
+                if check is not None:
+                    check(self, instr, [by_name[op].shape for op in instr.operands])
+                elif opcode in UNARY_ELEMENTWISE:
+                    self.unary(instr, [by_name[op].shape for op in instr.operands])
+                elif opcode in BINARY_ELEMENTWISE:
+                    self.binary(instr, [by_name[op].shape for op in instr.operands])
 
     def fusion_callers(self) -> None:
         """A fused computation belongs to one fusion instruction and is called by nothing else
@@ -202,7 +203,7 @@ class _Verifier:
         if not _dims_equal(lhs.dims, rhs.dims) or not _same_type(lhs.element_type, rhs.element_type):
             raise self.fail(instr, f"{instr.opcode} {instr.name} combines operands of different shapes: "
                                    f"{lhs.to_text(False)} and {rhs.to_text(False)}")
-        result_type = {"compare": "pred"}.get(instr.opcode, lhs.element_type)
+        result_type = "pred" if instr.opcode == "compare" else lhs.element_type
         if instr.opcode == "complex":
             result_type = {"f32": "c64", "f64": "c128"}.get(lhs.element_type, instr.shape.element_type)
         self.expect(instr, lhs.dims, result_type, " (the shape of its operands)")
@@ -278,8 +279,6 @@ class _Verifier:
         self.expect(instr, shapes[0].dims, shapes[0].element_type, " (the shape of its operand)")
 
     def op_slice(self, instr, shapes) -> None:
-        from .attributes import slice_dims
-
         self.arrays(instr, shapes, 1)
         operand = shapes[0]
         spec = slice_dims(instr)
@@ -313,8 +312,6 @@ class _Verifier:
         self.expect(instr, tuple(result), first.element_type, " (its operands joined)")
 
     def op_pad(self, instr, shapes) -> None:
-        from .attributes import padding
-
         self.arrays(instr, shapes, 2)
         operand, value = shapes[0], shapes[1]
         if value.rank:
@@ -416,8 +413,6 @@ class _Verifier:
         self.reducer(instr, "to_apply", 2 * n)
 
     def op_dot(self, instr, shapes) -> None:
-        from .shape_inference import infer
-
         self.arrays(instr, shapes, 2)
         if len(shapes) > 2:
             return  # sparse dots: metadata operands follow
@@ -430,9 +425,13 @@ class _Verifier:
                 not _dim_equal(lhs.dims[a], rhs.dims[b]) for a, b in zip(lc + lb, rc + rb)):
             raise self.fail(instr, f"the contracting and batch dimensions of dot {instr.name} do not pair "
                                    f"{lhs.to_text(False)} with {rhs.to_text(False)}")
-        expected = infer("dot", shapes, dict(instr.attrs), {})
-        if expected is not None:
-            self.expect(instr, expected.dims, None, " (from its operands and dimension numbers)")
+        # XLA's InferDotOpShape: the batch dimensions (in lhs_batch_dims' order), then the
+        # other dimensions of lhs, then those of rhs (shape_inference.infer's rule, here on
+        # the dimension lists just read and checked)
+        dims = [lhs.dims[d] for d in lb]
+        dims += [d for i, d in enumerate(lhs.dims) if i not in lc and i not in lb]
+        dims += [d for i, d in enumerate(rhs.dims) if i not in rc and i not in rb]
+        self.expect(instr, tuple(dims), None, " (from its operands and dimension numbers)")
 
     def op_sort(self, instr, shapes) -> None:
         self.arrays(instr, shapes, 1)

@@ -210,3 +210,40 @@ def test_printed_instructions_equal_the_ones_the_dataclass_builds():
     assert [hash(r) for r in rebuilt] == [hash(i) for i in made]
     fusion = next(i for i in made if i.opcode == "fusion")
     assert fusion.called and fusion.attr("calls") == fusion.called[0] and fusion.operands == ("p1", "p0")
+
+
+def test_to_module_hands_on_the_instructions_of_unchanged_nodes_and_rebuilds_edited_ones():
+    """An instruction no pass changed comes out as the input's own object; one whose name,
+    operands or attributes changed is built anew and says what the node says now."""
+    module = hlofuse.loads(EXP_MUL)
+    prog = Program.from_module(module)
+    g = prog.entry
+    g["n"].set_attr("metadata", '{op_name="neg"}')
+    g.rename(g["p1"], "q1")  # its user m now reads q1
+    out = prog.to_module()
+    given = {i.name: i for i in module.entry.instructions}
+    made = {i.name: i for i in out.entry.instructions}
+    assert made["p0"] is given["p0"] and made["e"] is given["e"] and made["t"] is given["t"]
+    assert made["n"] is not given["n"] and made["n"].attr("metadata") == '{op_name="neg"}'
+    assert made["m"].operands == ("e", "q1") and made["q1"].opcode == "parameter"
+    assert out == hlofuse.loads(hlofuse.dumps(out))
+
+
+def test_nodes_read_from_the_input_hand_their_clones_the_parts_of_their_names():
+    """A clone of a node read from the input asks for its name with the parts reserve gave
+    (no lookup); a name those parts would not spell (leading zeros, characters to replace)
+    is looked up as before, and every clone is named as a lookup names it."""
+    from hlofuse.graph import clone_node
+
+    names = NameUniquer()
+    assert names.reserve("add.5")[1:] == (5, "add.5") and names.reserve("add")[1:] == (0, "add")
+    assert names.reserve("add.07") is None and names.reserve("a b") is None
+    text = EXP_MUL.replace(" e = ", " e.07 = ").replace("(e, p1)", "(e.07, p1)").replace("negate(e)", "negate(e.07)")
+    prog = Program.from_module(hlofuse.loads(text))
+    g = prog.entry
+    assert g["p0"].name_parts[2] == "p0" and g["e.07"].name_parts is None
+    clones = [clone_node(g[name], g).name for name in ("p0", "e.07", "m", "m")]
+    reference = NameUniquer()
+    for name in ("p0", "p1", "e.07", "m", "n", "t"):
+        reference.reserve(name)
+    assert clones == [reference.get(name) for name in ("p0", "e.07", "m", "m")] == ["p0.1", "e.0", "m.1", "m.2"]

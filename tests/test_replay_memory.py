@@ -41,11 +41,20 @@ def test_a_replay_leaves_no_reference_cycles(pipeline):
 
 
 def test_dispose_takes_the_program_apart():
+    """dispose cuts the edges that close cycles (users, a graph's hold on its nodes, its
+    fusion and program) and no more: what is left is freed by reference counting alone."""
     program = Program.from_module(hlofuse.loads(SMALL))
-    node = program.entry.get("e")
+    fusion = create_fusion(program.entry.get("n"), "kLoop")
+    fuse_instruction(fusion, program.entry.get("e"))
+    entry, body = program.entry, fusion.fused
+    node = entry.get("p0")
+    gc.collect()
     program.dispose()
     assert program.graphs == {} and program.entry is None
-    assert node.users == [] and node.operands == [] and node.graph is None
+    assert node.users == [] and len(entry) == 0 and len(body) == 0
+    assert body.fusion_owner is None and entry.program is None
+    del program, fusion, entry, body, node
+    assert gc.collect() == 0
 
 
 def test_every_edit_moves_the_program_edit_count_and_its_answers():

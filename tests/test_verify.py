@@ -56,6 +56,14 @@ INVALID = [
      "  p = f32[2] parameter(0)\n  ROOT t = (f32[2], f32[3]) tuple(p, p)", 3, "the tuple of its operands"),
     ("sort without operands",
      "  ROOT s = f32[10] sort(), dimensions={0}, to_apply=add", 2, "needs 1 operand"),
+    ("dot result not batch, lhs and rhs dimensions in order",
+     "  p = f32[2,8,4] parameter(0)\n  q = f32[2,4,3] parameter(1)\n"
+     "  ROOT d = f32[2,3,8] dot(p, q), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2},"
+     " rhs_contracting_dims={1}", 4, "should have shape f32[2,8,3]"),
+    ("dot batch dimensions listed in another order",
+     "  p = f32[2,5,8,4] parameter(0)\n  q = f32[5,2,4,3] parameter(1)\n"
+     "  ROOT d = f32[2,5,8,3] dot(p, q), lhs_batch_dims={1,0}, rhs_batch_dims={0,1}, lhs_contracting_dims={3},"
+     " rhs_contracting_dims={2}", 4, "should have shape f32[5,2,8,3]"),
 ]
 
 

@@ -39,12 +39,13 @@ class KeyMemo:
 
 class KeptNodeKey:
     """A node's key and what it was made from: its operands, its body and the body's version,
-    and its attributes (copies: both lists are edited in place).  `edits`, the node's edit
+    and its attributes (the operands a copy: that list is edited in place; the attributes a
+    tuple, replaced when they change).  `edits`, the node's edit
     count when last checked, answers most questions at once; the count also moves when only
     the node's users change, and then the operands, compared one by one, show the key holds
     (the record stays: pair keys made from it hold too)."""
 
-    def __init__(self, edits: int, operands: list, body: "Graph | None", version: int, attrs: list,
+    def __init__(self, edits: int, operands: list, body: "Graph | None", version: int, attrs: tuple,
                  key: object) -> None:
         self.edits = edits
         self.operands = operands
@@ -96,7 +97,7 @@ def _kept(node: "Node", known: KeyMemo) -> KeptNodeKey:
     else:
         structures = program.memo.structures
         key = structures.setdefault(_node_key(node, True), len(structures))
-    kept = known.nodes[node.uid] = KeptNodeKey(node.edits, list(node.operands), body, version, list(node.attrs), key)
+    kept = known.nodes[node.uid] = KeptNodeKey(node.edits, list(node.operands), body, version, node.attrs, key)
     return kept
 
 
