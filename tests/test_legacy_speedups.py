@@ -108,3 +108,28 @@ def test_legacy_analysis_by_structure_shares_a_tuple_parameter_priced_by_its_lea
         assert alone.properties(fusion) == shared.properties(fusion)
         assert alone._fusion_info(fusion) == shared._fusion_info(fusion)
         assert alone.fused_ir_size(fusion, 0) == shared.fused_ir_size(fusion, 0)
+
+
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
+def test_merger_ir_sizes_by_structure_equal_the_ones_computed_afresh(monkeypatch):
+    """Every ProducerConsumerMergedTooLarge answer of legacy replays (merged IR size, basic-block
+    splits) equals the one a model analysing each fusion for itself computes, and the IR sizes
+    of fusions found by structure are read without unpacking their utilisations."""
+    model_class = cost_legacy.LegacyPerformanceModel
+    too_large = model_class.merged_too_large
+    seen = {"asked": 0, "packed": 0}
+
+    def checked(self, producer, consumer):
+        found = too_large(self, producer, consumer)
+        seen["asked"] += 1
+        seen["packed"] += consumer.opcode == "fusion" and consumer.uid not in self.analysis._fusions
+        fresh = model_class(self.cfg)
+        fresh.analysis._by_structure = None  # every fusion analysed for itself
+        assert found == too_large(fresh, producer, consumer), (producer.name, consumer.name)
+        assert self.basic_block_splits(consumer) == fresh.basic_block_splits(consumer)
+        return found
+
+    monkeypatch.setattr(model_class, "merged_too_large", checked)
+    for module in [_generated(2000), *_samples("cartpole_a_rng", "adam_update", "attention", "layer_norm")]:
+        replay(module, LEGACY)
+    assert seen["asked"] > 200 and seen["packed"] > seen["asked"] // 2, seen
