@@ -133,3 +133,60 @@ def test_merger_ir_sizes_by_structure_equal_the_ones_computed_afresh(monkeypatch
     for module in [_generated(2000), *_samples("cartpole_a_rng", "adam_update", "attention", "layer_norm")]:
         replay(module, LEGACY)
     assert seen["asked"] > 200 and seen["packed"] > seen["asked"] // 2, seen
+
+
+_REDUCE = """
+HloModule reduce_rows
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+body {
+  x = f32[64,128]{1,0} parameter(0)
+  n = f32[64,128]{1,0} negate(x)
+  z = f32[] constant(0)
+  ROOT r = f32[64]{0} reduce(n, z), dimensions={1}, to_apply=add
+}
+
+ENTRY e {
+  p = f32[64,128]{1,0} parameter(0)
+  z = f32[] constant(0)
+  r = f32[64]{0} reduce(p, z), dimensions={1}, to_apply=add
+  f = f32[64]{0} fusion(p), kind=kInput, calls=body
+  ROOT t = (f32[64]{0}, f32[64]{0}) tuple(r, f)
+}
+"""
+
+
+@pytest.mark.python_modules  # replaces Shape.__hash__; see tests/test_native_core.py
+def test_shape_answers_asked_again_do_not_hash_the_shape(monkeypatch):
+    """A Shape's hash is a dataclass hash over its fields: the reduction facts and the structure
+    keys, asked again for a shape object they have seen, find it by identity, and equal shapes
+    still get equal keys."""
+    from hlofuse.cost import structure
+    from hlofuse.gpu import reductions
+    from hlofuse.ir import Shape
+
+    program = Program.from_module(hlofuse.loads(_REDUCE))
+    cfg = gpu_config(make_context(LEGACY))
+    reduce, fusion = program.entry.get("r"), program.entry.get("f")
+    first = (reductions.reduction_dimensions(reduce), reductions.is_contiguous_reduction(reduce, cfg),
+             structure.node_key(reduce), structure.node_key(fusion))
+
+    def no_hash(self):
+        raise AssertionError(f"{self} hashed")
+
+    monkeypatch.setattr(Shape, "__hash__", no_hash)
+    assert (reductions.reduction_dimensions(reduce), reductions.is_contiguous_reduction(reduce, cfg),
+            structure.node_key(reduce), structure.spelled_out_body_key(fusion.fused)) == (
+        first[0], first[1], first[2], structure.spelled_out_body_key(fusion.fused))
+    monkeypatch.undo()
+    # equal shapes that are different objects: one number
+    layout = reduce.operands[0].shape.layout
+    a, b = Shape("f32", (64, 128), layout), Shape("f32", (64, 128), layout)
+    assert a is not b and structure.shape_number(a) == structure.shape_number(b)
+    assert structure.shape_number(a) != structure.shape_number(reduce.shape)
+    assert structure.node_key(fusion) == first[3]
