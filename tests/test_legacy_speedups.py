@@ -190,3 +190,23 @@ def test_shape_answers_asked_again_do_not_hash_the_shape(monkeypatch):
     assert a is not b and structure.shape_number(a) == structure.shape_number(b)
     assert structure.shape_number(a) != structure.shape_number(reduce.shape)
     assert structure.node_key(fusion) == first[3]
+
+
+def test_fusible_computations_read_again_only_the_computations_that_changed():
+    """GetFusibleComputations reads every instruction of every computation (fused ones too): each
+    computation's calls are remembered until it changes, and the answer after an edit is the
+    one read afresh."""
+    from hlofuse.gpu import fusible
+    from hlofuse.graph import graph_cache
+
+    program = Program.from_module(hlofuse.loads(_REDUCE))
+    cfg = gpu_config(make_context(LEGACY))
+    names = [g.name for g in fusible.fusible_computations(program, cfg)]
+    assert names == [program.entry.name]  # not the reducer (called by reduces), not the fused body
+    key = ("called apart", cfg.legacy)
+    assert graph_cache(program.graphs["body"])[key] == ("add",)
+    assert graph_cache(program.entry)[key] == ("add",)
+    entry = program.entry
+    entry.get("r").set_attr("metadata", "{op_name=\"edited\"}")  # an edit of the entry alone
+    assert key not in graph_cache(entry) and graph_cache(program.graphs["body"])[key] == ("add",)
+    assert fusible.fusible_computations(program, cfg) == fusible._fusible_computations(program, cfg)
