@@ -210,3 +210,23 @@ def test_fusible_computations_read_again_only_the_computations_that_changed():
     entry.get("r").set_attr("metadata", "{op_name=\"edited\"}")  # an edit of the entry alone
     assert key not in graph_cache(entry) and graph_cache(program.graphs["body"])[key] == ("add",)
     assert fusible.fusible_computations(program, cfg) == fusible._fusible_computations(program, cfg)
+
+
+def test_real_hero_remembered_per_body_version():
+    """GetRealHeroForMultiOutputFusion of a fusion is asked by every hero rule of every pair: it
+    is remembered until the body changes, and found again after."""
+    from hlofuse.gpu.heroes import _real_hero, real_hero
+    from hlofuse.graph import graph_cache
+
+    program = Program.from_module(hlofuse.loads(_REDUCE))
+    cfg = gpu_config(make_context(LEGACY))
+    fusion = program.entry.get("f")
+    hero = real_hero(fusion, cfg)
+    assert hero.opcode == "reduce" and hero is _real_hero(fusion, cfg)
+    assert ("real hero", cfg.token, fusion.fused.root.uid) in graph_cache(fusion.fused)
+    before = fusion.fused.version
+    program.entry.get("f").fused.root.set_attr("metadata", "{}")  # the body changes
+    assert fusion.fused.version != before
+    assert ("real hero", cfg.token, fusion.fused.root.uid) not in graph_cache(fusion.fused)
+    assert real_hero(fusion, cfg) is hero
+    assert real_hero(program.entry.get("r"), cfg) is program.entry.get("r")  # unfused: itself

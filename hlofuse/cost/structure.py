@@ -197,7 +197,7 @@ def _attrs_key(node: "Node", fused: bool) -> tuple:
     return tuple(out)
 
 
-def body_key(body) -> tuple:
+def body_key(body: "Graph") -> tuple:
     """A fused body by structure: every instruction (opcode, shape, attributes, a reducer by
     its instructions, literal, operands by post-order position), the root's position and the
     parameter count; a small number within a program.  Kept per version of the body; a body
@@ -205,7 +205,7 @@ def body_key(body) -> tuple:
     return _body_key(body)
 
 
-def _body_key(body) -> tuple:
+def _body_key(body: "Graph") -> tuple:
     cache = graph_cache(body)
     found = cache.get("structure")
     if found is None:
@@ -217,10 +217,10 @@ def _body_key(body) -> tuple:
     return found
 
 
-def spelled_out_body_key(body) -> tuple:
+def spelled_out_body_key(body: "Graph") -> tuple:
     """body_key's tuple, made from the body's instructions (nothing remembered)."""
     position: dict[int, int] = {}
-    parts = []
+    parts: list[tuple] = []
     for inner in body.post_order():
         position[inner.uid] = len(parts)
         if inner.opcode == "parameter":
