@@ -529,7 +529,8 @@ def test_updates_in_place_answers_as_in_place_pairs_does_before_and_after_fusion
     from pathlib import Path
 
     from hlofuse.fusion_primitives import create_fusion, fuse_instruction
-    from hlofuse.rules.instruction_facts import in_place_pairs, updates_in_place
+    from hlofuse.graph import graph_cache
+    from hlofuse.rules.instruction_facts import _fusion_in_place_pairs, in_place_pairs, updates_in_place
 
     folder = Path(__file__).resolve().parents[1] / "sample_dumps" / "gpu-legacy-rtx2080ti"
     files = sorted(folder.glob("*/*sm_7.5_gpu_after_optimizations.txt"))
@@ -541,6 +542,8 @@ def test_updates_in_place_answers_as_in_place_pairs_does_before_and_after_fusion
             for node in graph:
                 assert updates_in_place(node) == bool(in_place_pairs(node)), (path.name, node.name)
                 seen += updates_in_place(node)
+                if node.fused is not None:  # what both remember is the body's answer afresh
+                    assert graph_cache(node.fused)["in-place-pairs"] == tuple(_fusion_in_place_pairs(node))
     assert seen  # the dumps hold in-place fusions (dynamic-update-slice loops, scatters)
     program = Program.from_module(hlofuse.loads("""HloModule m
 ENTRY e {
@@ -551,6 +554,7 @@ ENTRY e {
   ROOT d = f32[8] dynamic-update-slice(n, u, i)
 }"""))
     fusion = create_fusion(program.entry["d"], "kLoop")
+    assert in_place_pairs(fusion) == [(0, ())] and "in-place-pairs" in graph_cache(fusion.fused)
     assert updates_in_place(fusion)  # the body's root updates parameter 0 in place
     fuse_instruction(fusion, program.entry["n"])  # the buffer is now computed inside
     assert not updates_in_place(fusion) and not in_place_pairs(fusion)

@@ -329,7 +329,7 @@ def in_place_pairs(node: "Node") -> list[tuple[int, tuple[int, ...]]]:
         return [(0, ())] if n == 1 else [(k, (k,)) for k in range(n)]
     pairs: list[tuple[int, tuple[int, ...]]] = []
     if op == "fusion" and node.fused is not None:
-        pairs.extend(_fusion_in_place_pairs(node))
+        pairs.extend(_remembered_fusion_pairs(node))
     for out_index, operand, _ in output_to_operand_aliasing(node):
         pair = (operand, out_index)
         if pair not in pairs:
@@ -342,15 +342,20 @@ def updates_in_place(node: "Node") -> bool:
     own pairs are remembered per version of its body (they depend on the body alone)."""
     op = node.opcode
     if op == "fusion" and node.fused is not None:
-        cache = graph_cache(node.fused)
-        found = cache.get("in-place-pairs")
-        if found is None:
-            found = cache["in-place-pairs"] = tuple(_fusion_in_place_pairs(node))
-        if found:
+        if _remembered_fusion_pairs(node):
             return True
     elif op in ("dynamic-update-slice", "scatter", "all-reduce-start"):
         return bool(in_place_pairs(node))
     return bool(output_to_operand_aliasing(node))
+
+
+def _remembered_fusion_pairs(fusion: "Node") -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """_fusion_in_place_pairs, remembered per version of the body (they depend on it alone)."""
+    cache = graph_cache(fusion.fused)
+    found = cache.get("in-place-pairs")
+    if found is None:
+        found = cache["in-place-pairs"] = tuple(_fusion_in_place_pairs(fusion))
+    return found
 
 
 def follow_tuple_indirection(node: "Node", index: tuple[int, ...]) -> tuple["Node", tuple[int, ...]]:
