@@ -523,6 +523,8 @@ def in_place_refusal(producer: "Node", consumer: "Node") -> tuple[str, dict] | N
 
 
 def _same_shape_ignoring_type(a: ir.Shape, b: ir.Shape) -> bool:
+    if a is b:  # (the reader shares one object per distinct shape: most elementwise edges)
+        return True
     if a.is_tuple or b.is_tuple:
         return a.same_dims(b)
     return a.dims == b.dims and a.minor_to_major == b.minor_to_major
