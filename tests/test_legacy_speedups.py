@@ -230,3 +230,25 @@ def test_real_hero_remembered_per_body_version():
     assert ("real hero", cfg.token, fusion.fused.root.uid) not in graph_cache(fusion.fused)
     assert real_hero(fusion, cfg) is hero
     assert real_hero(program.entry.get("r"), cfg) is program.entry.get("r")  # unfused: itself
+
+
+def test_tiled_transpose_remembered_by_shapes_and_permutation():
+    """GetDescriptionForTiledTransposeEmitter is asked by every hero, budget and kind question:
+    answered from what it depends on (both shapes, the permutation, the config), as afresh, in
+    both eras."""
+    from hlofuse.gpu import transposes
+
+    program = Program.from_module(hlofuse.loads("""
+HloModule t
+ENTRY e {
+  x = f32[64,128]{1,0} parameter(0)
+  ROOT t = f32[128,64]{1,0} transpose(x), dimensions={1,0}
+}"""))
+    node = program.entry.get("t")
+    for options in (LEGACY, Options(backend="gpu", pipeline="priority", gpu="h100_sxm")):
+        cfg = gpu_config(make_context(options))
+        found = transposes.tiled_transpose(node, cfg)
+        fresh = transposes._tiled_transpose_2024(node, cfg) if cfg.legacy else transposes._tiled_transpose_2026(node)
+        assert found is not None and found == fresh
+        key = (id(node.shape), id(node.operands[0].shape), "{1,0}", cfg.token)
+        assert transposes._TILED[key][0] is found and transposes.tiled_transpose(node, cfg) is found
