@@ -174,6 +174,73 @@ ENTRY e {
     assert not rif.is_elementwise(f)
 
 
+def test_fusion_parameter_uses_found_in_one_walk_per_body_version():
+    """FusionReusesParamElements for every parameter at once: reused (through a broadcast),
+    used once (elementwise, and a reused path met with a used one), unused; remembered until
+    the body changes."""
+    from hlofuse.graph import graph_cache
+    from hlofuse.rules import instruction_facts as facts
+
+    program = Program.from_module(hlofuse.loads("""HloModule m
+body {
+  p0 = f32[8] parameter(0)
+  p1 = f32[8,4] parameter(1)
+  p2 = f32[8,4] parameter(2)
+  p3 = f32[8] parameter(3)
+  b = f32[8,4] broadcast(p0), dimensions={0}
+  n = f32[8,4] negate(p1)
+  s = f32[8,4] add(b, n)
+  ROOT a = f32[8,4] add(s, p1)
+}
+ENTRY e {
+  x = f32[8] parameter(0)
+  y = f32[8,4] parameter(1)
+  z = f32[8,4] parameter(2)
+  w = f32[8] parameter(3)
+  ROOT f = f32[8,4] fusion(x, y, z, w), kind=kLoop, calls=body
+}"""))
+    f = program.entry.root
+    uses = [facts.operand_element_use(f, i) for i in range(4)]
+    assert uses == [facts.REUSE, facts.USE, facts.NO_USE, facts.NO_USE]
+    assert uses == [facts._fusion_param_use(i, f.fused.root, {}) for i in range(4)]
+    assert graph_cache(f.fused)["parameter element use"] == tuple(uses)
+
+
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
+def test_fusion_parameter_uses_in_one_walk_equal_the_walk_per_parameter(monkeypatch):
+    """Every fusion whose operand reuse the GPU and CPU replays ask (generated modules of
+    repeated layers): the one-walk answer equals FusionReusesParamElements parameter by
+    parameter."""
+    import sys
+    from pathlib import Path
+
+    from hlofuse.pipeline import replay
+    from hlofuse.rules import instruction_facts as facts
+
+    one_walk = facts._fusion_param_uses
+    seen = {"fusions": 0, "reuse": 0, "use": 0}
+
+    def checked(fusion):
+        found = one_walk(fusion)
+        root = fusion.fused.root
+        assert found == tuple(facts._fusion_param_use(i, root, {}) for i in range(len(fusion.fused.parameters)))
+        seen["fusions"] += 1
+        seen["reuse"] += facts.REUSE in found
+        seen["use"] += facts.USE in found
+        return found
+
+    monkeypatch.setattr(facts, "_fusion_param_uses", checked)
+    bench = str(Path(__file__).resolve().parent.parent / "bench")
+    sys.path.insert(0, bench)
+    try:
+        import replay_speed
+    finally:
+        sys.path.remove(bench)
+    for pipeline in ("legacy", "cpu"):
+        replay(hlofuse.loads(replay_speed.generate_for(pipeline, 2000)), Options(**replay_speed.PIPELINES[pipeline]))
+    assert seen["fusions"] > 100 and seen["reuse"] > 10 and seen["use"] > 10, seen
+
+
 # ------------------------------------------------------------------------------------------
 # In-place safety (ShouldFuseInPlaceOp): a refused and an allowed case per reason
 # ------------------------------------------------------------------------------------------
@@ -462,7 +529,8 @@ def test_updates_in_place_answers_as_in_place_pairs_does_before_and_after_fusion
     from pathlib import Path
 
     from hlofuse.fusion_primitives import create_fusion, fuse_instruction
-    from hlofuse.rules.instruction_facts import in_place_pairs, updates_in_place
+    from hlofuse.graph import graph_cache
+    from hlofuse.rules.instruction_facts import _fusion_in_place_pairs, in_place_pairs, updates_in_place
 
     folder = Path(__file__).resolve().parents[1] / "sample_dumps" / "gpu-legacy-rtx2080ti"
     files = sorted(folder.glob("*/*sm_7.5_gpu_after_optimizations.txt"))
@@ -474,6 +542,8 @@ def test_updates_in_place_answers_as_in_place_pairs_does_before_and_after_fusion
             for node in graph:
                 assert updates_in_place(node) == bool(in_place_pairs(node)), (path.name, node.name)
                 seen += updates_in_place(node)
+                if node.fused is not None:  # what both remember is the body's answer afresh
+                    assert graph_cache(node.fused)["in-place-pairs"] == tuple(_fusion_in_place_pairs(node))
     assert seen  # the dumps hold in-place fusions (dynamic-update-slice loops, scatters)
     program = Program.from_module(hlofuse.loads("""HloModule m
 ENTRY e {
@@ -484,6 +554,7 @@ ENTRY e {
   ROOT d = f32[8] dynamic-update-slice(n, u, i)
 }"""))
     fusion = create_fusion(program.entry["d"], "kLoop")
+    assert in_place_pairs(fusion) == [(0, ())] and "in-place-pairs" in graph_cache(fusion.fused)
     assert updates_in_place(fusion)  # the body's root updates parameter 0 in place
     fuse_instruction(fusion, program.entry["n"])  # the buffer is now computed inside
     assert not updates_in_place(fusion) and not in_place_pairs(fusion)

@@ -108,3 +108,147 @@ def test_legacy_analysis_by_structure_shares_a_tuple_parameter_priced_by_its_lea
         assert alone.properties(fusion) == shared.properties(fusion)
         assert alone._fusion_info(fusion) == shared._fusion_info(fusion)
         assert alone.fused_ir_size(fusion, 0) == shared.fused_ir_size(fusion, 0)
+
+
+@pytest.mark.python_modules  # instruments them (monkeypatching); see tests/test_native_core.py
+def test_merger_ir_sizes_by_structure_equal_the_ones_computed_afresh(monkeypatch):
+    """Every ProducerConsumerMergedTooLarge answer of legacy replays (merged IR size, basic-block
+    splits) equals the one a model analysing each fusion for itself computes, and the IR sizes
+    of fusions found by structure are read without unpacking their utilisations."""
+    model_class = cost_legacy.LegacyPerformanceModel
+    too_large = model_class.merged_too_large
+    seen = {"asked": 0, "packed": 0}
+
+    def checked(self, producer, consumer):
+        found = too_large(self, producer, consumer)
+        seen["asked"] += 1
+        seen["packed"] += consumer.opcode == "fusion" and consumer.uid not in self.analysis._fusions
+        fresh = model_class(self.cfg)
+        fresh.analysis._by_structure = None  # every fusion analysed for itself
+        assert found == too_large(fresh, producer, consumer), (producer.name, consumer.name)
+        assert self.basic_block_splits(consumer) == fresh.basic_block_splits(consumer)
+        return found
+
+    monkeypatch.setattr(model_class, "merged_too_large", checked)
+    for module in [_generated(2000), *_samples("cartpole_a_rng", "adam_update", "attention", "layer_norm")]:
+        replay(module, LEGACY)
+    assert seen["asked"] > 200 and seen["packed"] > seen["asked"] // 2, seen
+
+
+_REDUCE = """
+HloModule reduce_rows
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+body {
+  x = f32[64,128]{1,0} parameter(0)
+  n = f32[64,128]{1,0} negate(x)
+  z = f32[] constant(0)
+  ROOT r = f32[64]{0} reduce(n, z), dimensions={1}, to_apply=add
+}
+
+ENTRY e {
+  p = f32[64,128]{1,0} parameter(0)
+  z = f32[] constant(0)
+  r = f32[64]{0} reduce(p, z), dimensions={1}, to_apply=add
+  f = f32[64]{0} fusion(p), kind=kInput, calls=body
+  ROOT t = (f32[64]{0}, f32[64]{0}) tuple(r, f)
+}
+"""
+
+
+@pytest.mark.python_modules  # replaces Shape.__hash__; see tests/test_native_core.py
+def test_shape_answers_asked_again_do_not_hash_the_shape(monkeypatch):
+    """A Shape's hash is a dataclass hash over its fields: the reduction facts and the structure
+    keys, asked again for a shape object they have seen, find it by identity, and equal shapes
+    still get equal keys."""
+    from hlofuse.cost import structure
+    from hlofuse.gpu import reductions
+    from hlofuse.ir import Shape
+
+    program = Program.from_module(hlofuse.loads(_REDUCE))
+    cfg = gpu_config(make_context(LEGACY))
+    reduce, fusion = program.entry.get("r"), program.entry.get("f")
+    first = (reductions.reduction_dimensions(reduce), reductions.is_contiguous_reduction(reduce, cfg),
+             structure.node_key(reduce), structure.node_key(fusion))
+
+    def no_hash(self):
+        raise AssertionError(f"{self} hashed")
+
+    monkeypatch.setattr(Shape, "__hash__", no_hash)
+    assert (reductions.reduction_dimensions(reduce), reductions.is_contiguous_reduction(reduce, cfg),
+            structure.node_key(reduce), structure.spelled_out_body_key(fusion.fused)) == (
+        first[0], first[1], first[2], structure.spelled_out_body_key(fusion.fused))
+    monkeypatch.undo()
+    # equal shapes that are different objects: one number
+    layout = reduce.operands[0].shape.layout
+    a, b = Shape("f32", (64, 128), layout), Shape("f32", (64, 128), layout)
+    assert a is not b and structure.shape_number(a) == structure.shape_number(b)
+    assert structure.shape_number(a) != structure.shape_number(reduce.shape)
+    assert structure.node_key(fusion) == first[3]
+
+
+def test_fusible_computations_read_again_only_the_computations_that_changed():
+    """GetFusibleComputations reads every instruction of every computation (fused ones too): each
+    computation's calls are remembered until it changes, and the answer after an edit is the
+    one read afresh."""
+    from hlofuse.gpu import fusible
+    from hlofuse.graph import graph_cache
+
+    program = Program.from_module(hlofuse.loads(_REDUCE))
+    cfg = gpu_config(make_context(LEGACY))
+    names = [g.name for g in fusible.fusible_computations(program, cfg)]
+    assert names == [program.entry.name]  # not the reducer (called by reduces), not the fused body
+    key = ("called apart", cfg.legacy)
+    assert graph_cache(program.graphs["body"])[key] == ("add",)
+    assert graph_cache(program.entry)[key] == ("add",)
+    entry = program.entry
+    entry.get("r").set_attr("metadata", "{op_name=\"edited\"}")  # an edit of the entry alone
+    assert key not in graph_cache(entry) and graph_cache(program.graphs["body"])[key] == ("add",)
+    assert fusible.fusible_computations(program, cfg) == fusible._fusible_computations(program, cfg)
+
+
+def test_real_hero_remembered_per_body_version():
+    """GetRealHeroForMultiOutputFusion of a fusion is asked by every hero rule of every pair: it
+    is remembered until the body changes, and found again after."""
+    from hlofuse.gpu.heroes import _real_hero, real_hero
+    from hlofuse.graph import graph_cache
+
+    program = Program.from_module(hlofuse.loads(_REDUCE))
+    cfg = gpu_config(make_context(LEGACY))
+    fusion = program.entry.get("f")
+    hero = real_hero(fusion, cfg)
+    assert hero.opcode == "reduce" and hero is _real_hero(fusion, cfg)
+    assert ("real hero", cfg.token, fusion.fused.root.uid) in graph_cache(fusion.fused)
+    before = fusion.fused.version
+    program.entry.get("f").fused.root.set_attr("metadata", "{}")  # the body changes
+    assert fusion.fused.version != before
+    assert ("real hero", cfg.token, fusion.fused.root.uid) not in graph_cache(fusion.fused)
+    assert real_hero(fusion, cfg) is hero
+    assert real_hero(program.entry.get("r"), cfg) is program.entry.get("r")  # unfused: itself
+
+
+def test_tiled_transpose_remembered_by_shapes_and_permutation():
+    """GetDescriptionForTiledTransposeEmitter is asked by every hero, budget and kind question:
+    answered from what it depends on (both shapes, the permutation, the config), as afresh, in
+    both eras."""
+    from hlofuse.gpu import transposes
+
+    program = Program.from_module(hlofuse.loads("""
+HloModule t
+ENTRY e {
+  x = f32[64,128]{1,0} parameter(0)
+  ROOT t = f32[128,64]{1,0} transpose(x), dimensions={1,0}
+}"""))
+    node = program.entry.get("t")
+    for options in (LEGACY, Options(backend="gpu", pipeline="priority", gpu="h100_sxm")):
+        cfg = gpu_config(make_context(options))
+        found = transposes.tiled_transpose(node, cfg)
+        fresh = transposes._tiled_transpose_2024(node, cfg) if cfg.legacy else transposes._tiled_transpose_2026(node)
+        assert found is not None and found == fresh
+        key = (id(node.shape), id(node.operands[0].shape), "{1,0}", cfg.token)
+        assert transposes._TILED[key][0] is found and transposes.tiled_transpose(node, cfg) is found

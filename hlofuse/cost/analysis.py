@@ -106,7 +106,7 @@ def _signature(node: Node) -> tuple:
 
 def _unpacked(order: list[Node], positional: tuple) -> FusionInfo:
     """A FusionInfo kept by post-order position, for the fused instructions `order`."""
-    inner, roots, utilization = positional
+    inner, roots, utilization, _ = positional
     uids = [n.uid for n in order]
     return FusionInfo(dict(zip(uids, inner)),
                       {uid: dict.fromkeys([uids[j] for j in mine]) for uid, mine in zip(uids, roots)},
@@ -157,8 +157,8 @@ class GpuHloCostAnalysis:
         self._props: dict[int, tuple[tuple, Properties]] = {}
         self._fusions: dict[int, FusionInfo] = {}
         #: Fusions whose properties were found by structure: (body, its version, positional
-        #: utilisations), unpacked into `_fusions` by the first question that needs them
-        #: (_fusion_info; most fusions are never asked).
+        #: utilisations and the parameters' positions), unpacked into `_fusions` by the first
+        #: question that needs them (_fusion_info; most fusions are never asked).
         self._packed: dict[int, tuple[Graph, int, tuple]] = {}
         self._reducer_flops: dict[str, float] = {}
         #: `by_structure`: a fusion's properties and utilisations by (kind, body structure),
@@ -206,7 +206,15 @@ class GpuHloCostAnalysis:
         return self.properties(node).ir_size
 
     def fused_ir_size(self, fusion: Node, parameter_index: int) -> float:
-        """IrSize of a fusion's fused parameter: how many times the code reading it is emitted."""
+        """IrSize of a fusion's fused parameter: how many times the code reading it is emitted.
+        (Read from the properties found by structure while they are still packed: the merger
+        asks this of every user, and unpacking a body's utilisations walks all of it.)"""
+        self.properties(fusion)
+        packed = self._packed.get(fusion.uid)
+        if packed is not None and packed[0].version == packed[1]:
+            inner, _, _, param_at = packed[2]
+            at = param_at[parameter_index] if parameter_index < len(param_at) else -1
+            return inner[at].ir_size if at >= 0 else 0.0
         info = self._fusion_info(fusion)
         param = fusion.fused.parameters[parameter_index]
         props = info.props.get(param.uid)
@@ -276,7 +284,9 @@ class GpuHloCostAnalysis:
             self._by_structure[key] = (props, (
                 [info.props[n.uid] for n in order],
                 [tuple(position[r] for r in info.roots[n.uid]) for n in order],
-                [info.root_utilization[n.uid] for n in order]))
+                [info.root_utilization[n.uid] for n in order],
+                # each parameter's position (-1: not in the post order), for fused_ir_size
+                tuple(position.get(p.uid, -1) for p in body.parameters)))
             return props
         props, positional = found
         if positional is not None:

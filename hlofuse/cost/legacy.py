@@ -44,7 +44,7 @@ from ..gpu.transposes import tiled_transpose, transposes_minor_dimension
 from .analysis import GpuHloCostAnalysis, _shape_facts, shape_size
 from .durations import f32, from_microseconds, from_nanoseconds, from_seconds
 from .profiles import profile_for
-from .structure import KeyMemo, pair_key
+from .structure import KeyMemo, body_key, pair_key
 
 #: kKernelLaunchOverhead: 1 µs per kernel launch.
 KERNEL_LAUNCH_OVERHEAD = from_microseconds(1)
@@ -188,6 +188,8 @@ class LegacyPerformanceModel:
         self._run_times: dict[tuple, RunTimeData] = {}
         self._shapes: dict[tuple, FusionShape] = {}
         self._launches: dict[tuple, tuple[str, LaunchDimensions]] = {}
+        #: basic_block_splits of fused bodies, by body structure (body_key)
+        self._splits: dict[object, int] = {}
         # Device constants of the bandwidth formulas (the device is frozen), computed as
         # read_time computes them: float32 products in the same order.
         device = self.device
@@ -459,11 +461,21 @@ class LegacyPerformanceModel:
         return merged > MAX_IR_SIZE, merged, splits
 
     def basic_block_splits(self, node: Node) -> int:
-        """IrBasicBlockSplitCount: cache-invalidating ops, counted as often as they are emitted."""
-        if node.opcode != "fusion" or node.fused is None:
+        """IrBasicBlockSplitCount: cache-invalidating ops, counted as often as they are emitted.
+        A function of the fused body alone: remembered by its structure (body_key), since the
+        merger asks it of every producer and user, once per version of each."""
+        body = node.fused
+        if node.opcode != "fusion" or body is None:
             return int(node.opcode in CACHE_INVALIDATING)
-        info = self.analysis._fusion_info(node)
-        return int(sum(info.props[n.uid].ir_size for n in node.fused.nodes() if n.opcode in CACHE_INVALIDATING))
+        key = body_key(body)
+        found = self._splits.get(key)
+        if found is None:
+            if len(self._splits) > 65536:
+                self._splits.clear()
+            info = self.analysis._fusion_info(node)
+            found = self._splits[key] = int(sum(info.props[n.uid].ir_size for n in body.nodes()
+                                                if n.opcode in CACHE_INVALIDATING))
+        return found
 
     # -- coalescing -------------------------------------------------------------------------
     def read_coalesced(self, kind: str, producer: Node, consumer: Node | None) -> bool:

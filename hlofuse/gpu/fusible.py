@@ -213,10 +213,24 @@ def _fusible_computations(program: Program, cfg: GpuConfig) -> list[Graph]:
     # XLA looks at the instructions of every computation, fused ones included: a reducer called
     # only from inside a fusion is not fused either (corpus DoNotFuseInsideReducer).
     for graph in everything:
+        not_to_fuse.update(_called_apart(graph, cfg))
+    return [g for g in order if g.name not in not_to_fuse]
+
+
+def _called_apart(graph: Graph, cfg: GpuConfig) -> tuple[str, ...]:
+    """The computations instructions of `graph` call other than as a while, conditional or
+    fusion does; remembered until the graph changes (the passes between two questions change
+    a few computations of the thousands a fused module holds)."""
+    cache = graph_cache(graph)
+    key = ("called apart", cfg.legacy)
+    found = cache.get(key)
+    if found is None:
+        names: list[str] = []
         for node in graph:
             if node.opcode in _MIGHT_CALL and node.opcode not in ("while", "conditional", "fusion"):
                 if (not cfg.legacy and node.opcode == "call"
                         and "_xla_stream_annotation" in (node.attr("frontend_attributes") or "")):
                     continue
-                not_to_fuse.update(node.called)
-    return [g for g in order if g.name not in not_to_fuse]
+                names.extend(node.called)
+        found = cache[key] = tuple(names)
+    return found

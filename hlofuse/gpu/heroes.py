@@ -377,6 +377,16 @@ def real_hero(node: Node, cfg: GpuConfig) -> Node:
     (first) root."""
     if node.opcode != "fusion":
         return node
+    body = node.fused
+    cache = graph_cache(body)
+    key = ("real hero", cfg.token, body.root.uid)
+    found = cache.get(key)
+    if found is None:  # (remembered per version of the body and root: every rule pair of the passes asks)
+        found = cache[key] = _real_hero(node, cfg)
+    return found
+
+
+def _real_hero(node: Node, cfg: GpuConfig) -> Node:
     root = node.fused.root
     if not is_multi_output_fusion(node):
         hero = find_non_trivial_hero(root, cfg)

@@ -40,9 +40,22 @@ def tiled_transpose(node: Node, cfg: GpuConfig) -> TransposeDescription | None:
     either era), with a minor dimension large enough for a 32x32 shared-memory tile."""
     if node.opcode != "transpose" or not node.operands:
         return None
-    if cfg.legacy:
-        return _tiled_transpose_2024(node, cfg)
-    return _tiled_transpose_2026(node)
+    shape, operand = node.shape, node.operands[0].shape
+    key = (id(shape), id(operand), node.attr("dimensions"), cfg.token)
+    found = _TILED.get(key)
+    if found is None:
+        if len(_TILED) >= _MAX_TILED:
+            _TILED.clear()
+        desc = _tiled_transpose_2024(node, cfg) if cfg.legacy else _tiled_transpose_2026(node)
+        found = _TILED[key] = (desc, shape, operand)
+    return found[0]
+
+
+#: tiled_transpose's answers by what they depend on: the output and operand shapes (by id: the
+#: entry holds both, so neither id is reused meanwhile), the permutation's text and the
+#: config.  Every hero, budget and kind question asks it again of the same transposes.
+_TILED: dict[tuple, tuple[TransposeDescription | None, Shape, Shape]] = {}
+_MAX_TILED = 1 << 14
 
 
 def _tiled_transpose_2024(node: Node, cfg: GpuConfig) -> TransposeDescription | None:

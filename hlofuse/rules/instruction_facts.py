@@ -174,7 +174,8 @@ def operand_element_use(node: "Node", i: int) -> int:
     if op == "reduce":
         return REUSE if i >= len(node.operands) // 2 else USE
     if op == "fusion":
-        return _fusion_param_use(i, node.fused.root, {})
+        uses = _fusion_param_uses(node)
+        return uses[i] if i < len(uses) else NO_USE
     if op == "dot":
         if node.shape.rank <= 1:
             other = node.operands[1 - i] if len(node.operands) == 2 else None
@@ -186,8 +187,45 @@ def operand_element_use(node: "Node", i: int) -> int:
     return USE if is_elementwise(node) else REUSE
 
 
+_NO_PARAMS: Final[dict[int, int]] = {}
+
+
+def _fusion_param_uses(fusion: "Node") -> tuple[int, ...]:
+    """_fusion_param_use of every parameter of the fusion, in one walk of its body (operands
+    before users: each instruction's meet per parameter below it), remembered per version of
+    the body.  Callers ask every operand of a fusion in turn (the reuse cache of instruction
+    fusion): one walk per parameter would walk the body as many times."""
+    body = fusion.fused
+    cache = graph_cache(body)
+    found = cache.get("parameter element use")
+    if found is None:
+        below: dict[int, dict[int, int]] = {}  # uid → {parameter number: its use, where used}
+        for node in body.post_order():
+            if node.opcode == "parameter":
+                below[node.uid] = {node.parameter_number: USE}
+                continue
+            mine: dict[int, int] = {}
+            for k, operand in enumerate(node.operands):
+                uses = below.get(operand.uid, _NO_PARAMS)
+                if not uses:
+                    continue
+                use = operand_element_use(node, k)
+                if use == NO_USE:
+                    continue
+                for param, under in uses.items():
+                    met = use if use < under else under
+                    old = mine.get(param, NO_USE)
+                    if met < old:
+                        mine[param] = met
+            below[node.uid] = mine
+        at_root = below.get(body.root.uid, _NO_PARAMS)
+        found = cache["parameter element use"] = tuple(at_root.get(p, NO_USE) for p in range(len(body.parameters)))
+    return found
+
+
 def _fusion_param_use(param: int, node: "Node", cache: dict[int, int]) -> int:
-    """FusionReusesParamElements: the meet over paths from the root down to parameter `param`."""
+    """FusionReusesParamElements: the meet over paths from the root down to parameter `param`
+    (the definition, one parameter at a time; _fusion_param_uses answers for all at once)."""
     if node.opcode == "parameter" and node.parameter_number == param:
         return USE
     if node.uid in cache:
@@ -291,7 +329,7 @@ def in_place_pairs(node: "Node") -> list[tuple[int, tuple[int, ...]]]:
         return [(0, ())] if n == 1 else [(k, (k,)) for k in range(n)]
     pairs: list[tuple[int, tuple[int, ...]]] = []
     if op == "fusion" and node.fused is not None:
-        pairs.extend(_fusion_in_place_pairs(node))
+        pairs.extend(_remembered_fusion_pairs(node))
     for out_index, operand, _ in output_to_operand_aliasing(node):
         pair = (operand, out_index)
         if pair not in pairs:
@@ -304,15 +342,20 @@ def updates_in_place(node: "Node") -> bool:
     own pairs are remembered per version of its body (they depend on the body alone)."""
     op = node.opcode
     if op == "fusion" and node.fused is not None:
-        cache = graph_cache(node.fused)
-        found = cache.get("in-place-pairs")
-        if found is None:
-            found = cache["in-place-pairs"] = tuple(_fusion_in_place_pairs(node))
-        if found:
+        if _remembered_fusion_pairs(node):
             return True
     elif op in ("dynamic-update-slice", "scatter", "all-reduce-start"):
         return bool(in_place_pairs(node))
     return bool(output_to_operand_aliasing(node))
+
+
+def _remembered_fusion_pairs(fusion: "Node") -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """_fusion_in_place_pairs, remembered per version of the body (they depend on it alone)."""
+    cache = graph_cache(fusion.fused)
+    found = cache.get("in-place-pairs")
+    if found is None:
+        found = cache["in-place-pairs"] = tuple(_fusion_in_place_pairs(fusion))
+    return found
 
 
 def follow_tuple_indirection(node: "Node", index: tuple[int, ...]) -> tuple["Node", tuple[int, ...]]:
@@ -480,6 +523,8 @@ def in_place_refusal(producer: "Node", consumer: "Node") -> tuple[str, dict] | N
 
 
 def _same_shape_ignoring_type(a: ir.Shape, b: ir.Shape) -> bool:
+    if a is b:  # (the reader shares one object per distinct shape: most elementwise edges)
+        return True
     if a.is_tuple or b.is_tuple:
         return a.same_dims(b)
     return a.dims == b.dims and a.minor_to_major == b.minor_to_major
