@@ -371,7 +371,9 @@ class FusionRun:
         pos = self._post_position
         limit = max((pos.get(op.uid, -1) for op in consumer.operands), default=-1)
         bits: dict[int, int] = {}
-        for node in reversed(self._post_list[:limit + 1]):
+        post_list = self._post_list
+        for k in range(limit, -1, -1):  # (no copy of the list's head for each wide consumer)
+            node = post_list[k]
             mask = 1 << index[node.uid] if node.uid in index else 0
             for user in node.users:
                 mask |= bits.get(user.uid, 0)
