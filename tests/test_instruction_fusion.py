@@ -558,3 +558,36 @@ ENTRY e {
     assert updates_in_place(fusion)  # the body's root updates parameter 0 in place
     fuse_instruction(fusion, program.entry["n"])  # the buffer is now computed inside
     assert not updates_in_place(fusion) and not in_place_pairs(fusion)
+
+
+def test_candidates_are_queued_operands_latest_first_and_a_repeated_one_in_operand_order():
+    """GetInstructionsToFuse's order: the operands still queued, latest in post order first;
+    an operand used twice keeps its operand order (the two-operand case is answered without a
+    sort, and must answer as the sort does)."""
+    from hlofuse.passes.instruction_fusion import FusionRun
+
+    program = Program.from_module(hlofuse.loads("""HloModule m
+ENTRY e {
+  p = f32[8] parameter(0)
+  a = f32[8] negate(p)
+  b = f32[8] exponential(a)
+  ab = f32[8] add(a, b)
+  ba = f32[8] add(b, a)
+  aa = f32[8] add(a, a)
+  abp = f32[8] clamp(a, b, p)
+  ROOT t = (f32[8], f32[8], f32[8], f32[8]) tuple(ab, ba, aa, abp)
+}"""))
+    ctx = make_context(Options(backend="cpu"))
+    run = FusionRun(InstructionFusion(FusionPolicy()), program, ctx)
+    nodes = {n.name: n for n in program.entry}
+    queued = ["p", "a", "b"]
+    run._position = {nodes[name].uid: i for i, name in enumerate(queued)}
+    assert run._candidates(nodes["ab"]) == [1, 0]
+    assert run._candidates(nodes["ba"]) == [0, 1]
+    assert run._candidates(nodes["aa"]) == [0, 1]
+    assert run._candidates(nodes["abp"]) == [1, 0, 2]
+    del run._position[nodes["b"].uid]
+    assert run._candidates(nodes["ab"]) == [0]
+    assert run._candidates(nodes["ba"]) == [1]
+    del run._position[nodes["a"].uid]
+    assert run._candidates(nodes["ab"]) == []

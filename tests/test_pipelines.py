@@ -81,3 +81,46 @@ def test_an_unknown_pipeline_or_pass_names_the_known_ones():
 def test_the_table_is_read_only():
     with pytest.raises(TypeError):
         PIPELINES[("gpu", "mine")] = PipelineSpec("gpu", "mine", (), "")  # type: ignore[index]
+
+
+#: The GPU pass modules and what only they import: the XLA:CPU replay needs none of them.
+_GPU_ONLY = ("hlofuse.passes.legacy", "hlofuse.passes.priority_fusion", "hlofuse.passes.fusion_merger",
+             "hlofuse.passes.multi_output_fusion", "hlofuse.passes.horizontal_fusion",
+             "hlofuse.passes.gpu_instruction_fusion", "hlofuse.cost")
+
+_CPU_REPLAY = f"""
+import sys
+sys.path.insert(0, {str(REPO / "bench")!r})
+import hlofuse, replay_speed
+from hlofuse.passes.pipelines import PIPELINES
+from hlofuse.pipeline import Options, replay
+listed = sorted(PIPELINES)
+after_listing = sorted(m for m in {_GPU_ONLY!r} if m in sys.modules)
+replay(hlofuse.loads(replay_speed.generate_for("cpu", 300)), Options(backend="cpu", pipeline="cpu"))
+print(listed, after_listing, sorted(m for m in {_GPU_ONLY!r} if m in sys.modules))
+"""
+
+
+def test_the_cpu_replay_imports_no_gpu_pass_module():
+    """Each pipeline's pass modules are imported when that pipeline is asked for: listing the
+    pipelines imports none, and the XLA:CPU replay never loads the GPU passes or the cost model."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", _CPU_REPLAY], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"{sorted(XLA_ORDER)} [] []", out.stdout + out.stderr
+
+
+def test_a_list_reached_by_name_is_the_one_the_pipeline_runs():
+    from hlofuse.passes import pipelines
+
+    def described(steps):
+        return [(step.name, step.why, step.xla) for step in steps]
+
+    listed = pipelines.LEGACY_FUSION.entries() + pipelines.LEGACY_HORIZONTAL.entries()
+    assert described(get_pipeline("gpu", "legacy").steps) == described(listed)
+    assert pipelines.LEGACY_FUSION is pipelines.LEGACY_FUSION
+    assert pipelines.CPU is PIPELINES[("cpu", "cpu")] is get_pipeline("cpu", "cpu")
+    with pytest.raises(AttributeError):
+        pipelines.NOT_A_PIPELINE

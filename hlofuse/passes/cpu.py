@@ -342,7 +342,7 @@ def fusion_wrapper_pass(program: "Program", ctx: "Context") -> bool:
             inner = [program.graphs[n] for n in (name.lstrip("%") for name in called) if n in program.graphs]
             walks.append(chain.from_iterable(g.post_order() for g in inner))  # each walked when reached
             continue
-        if node.graph is None or node not in node.graph or not must_wrap(node):
+        if not must_wrap(node) or node.graph is None or node not in node.graph:  # (most: not wrapped)
             continue
         wrap(node)
         wrapped = True

@@ -235,6 +235,13 @@ class FusionRun:
         operands = consumer.operands
         if len(operands) == 1:  # (most consumers: no sort)
             return [0] if operands[0].uid in position else []
+        if len(operands) == 2:  # (most of the others: two positions compared, no sort)
+            first, second = position.get(operands[0].uid), position.get(operands[1].uid)
+            if first is None:
+                return [] if second is None else [1]
+            if second is None:
+                return [0]
+            return [1, 0] if second > first else [0, 1]
         return sorted((i for i, op in enumerate(operands) if op.uid in position),
                       key=lambda i: -position[operands[i].uid])
 
@@ -364,7 +371,9 @@ class FusionRun:
         pos = self._post_position
         limit = max((pos.get(op.uid, -1) for op in consumer.operands), default=-1)
         bits: dict[int, int] = {}
-        for node in reversed(self._post_list[:limit + 1]):
+        post_list = self._post_list
+        for k in range(limit, -1, -1):  # (no copy of the list's head for each wide consumer)
+            node = post_list[k]
             mask = 1 << index[node.uid] if node.uid in index else 0
             for user in node.users:
                 mask |= bits.get(user.uid, 0)
@@ -379,9 +388,12 @@ class FusionRun:
         self.do_not_duplicate = out  # CanFuseOnAllPaths sees the set as it grows
         memo: dict[tuple[int, int], bool] = {}
         for producer in reversed(post_order):
-            if rif.effectively_at_most_unary(producer):
+            # (fewer than two operands: effectively at most unary, without asking)
+            if len(producer.operands) < 2 or rif.effectively_at_most_unary(producer):
                 continue
-            operand_elements = sum(rif.total_elements(op.shape) for op in rif.unique_operands(producer))
+            operand_elements = 0
+            for op in rif.unique_operands(producer):
+                operand_elements += rif.total_elements(op.shape)
             output_elements = rif.total_elements(producer.shape)
             if operand_elements <= output_elements:
                 continue
@@ -457,7 +469,9 @@ class FusionRun:
                                        {"kind": fusion.fusion_kind or "", "multi_output": multi_output}, relaxed))
 
     def _store(self, producer: "Node", consumer: "Node", fields: tuple) -> None:
-        slots = self._decided.setdefault(consumer.uid, {})
+        slots = self._decided.get(consumer.uid)
+        if slots is None:  # (not setdefault: no empty dict built for each pair asked again)
+            slots = self._decided[consumer.uid] = {}
         index = slots.get(producer.uid)
         if index is None:
             index = slots[producer.uid] = len(self.ctx.decisions)
