@@ -97,6 +97,12 @@ class Shape:
     layout: Layout | None = None
     tuple_shapes: tuple["Shape", ...] = ()
     dynamic: tuple[bool, ...] = ()
+    #: The hash, computed on the first __hash__ (-1 until then: CPython never returns -1 as a
+    #: hash).  Shapes key caches and structure keys throughout a replay, and a hash over the
+    #: fields (dims, layout, nested shapes) costs far more than reading a slot.  Not a field
+    #: of the value: left out of equality, repr and pickling (a str's hash differs between
+    #: processes, so a pickled hash would be wrong in the next one).
+    _hash: int = field(default=-1, init=False, compare=False, repr=False)
 
     def __init__(self, element_type: str, dims: tuple[int, ...] = (), layout: Layout | None = None,
                  tuple_shapes: tuple[Shape, ...] = (), dynamic: tuple[bool, ...] = ()) -> None:
@@ -105,6 +111,16 @@ class Shape:
         object.__setattr__(self, "layout", layout)
         object.__setattr__(self, "tuple_shapes", tuple_shapes)
         object.__setattr__(self, "dynamic", dynamic)
+        object.__setattr__(self, "_hash", -1)
+
+    def __hash__(self) -> int:
+        # The same value as the dataclass hash it replaces (a hash of the compared fields'
+        # tuple), so sets and dicts of shapes keep their order.
+        found = self._hash
+        if found == -1:
+            found = hash((self.element_type, self.dims, self.layout, self.tuple_shapes, self.dynamic))
+            object.__setattr__(self, "_hash", found)
+        return found
 
     def __reduce__(self) -> tuple:
         return Shape, (self.element_type, self.dims, self.layout, self.tuple_shapes, self.dynamic)

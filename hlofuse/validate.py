@@ -200,17 +200,17 @@ class _Checker:
     # -- per-opcode checks (named op_<opcode>) ---------------------------------------------
     def op_constant(self, comp, instr, shapes) -> None:
         literal, shape = instr.literal or "", instr.shape
-        key = (literal, id(shape))
-        if _CHECKED_LITERALS.get(key) is shape:
+        key = (literal, shape)
+        if key in _CHECKED_LITERALS:
             return
         try:
             check_literal(literal, shape)
         except LiteralError as err:
             raise self.error(str(err), instr) from None
         if len(literal) < 64 and len(_CHECKED_LITERALS) < 100_000:
-            # Scalars repeat (`f32[] constant(0)`): a pure function of the text and the shape,
-            # keyed by the shape's identity as _CHECKED_SHAPES is (the value keeps it alive).
-            _CHECKED_LITERALS[key] = shape
+            # Scalars repeat (`f32[] constant(0)`): a pure function of the text and the shape
+            # (a Shape keeps its hash once computed, so the key hashes cheaply).
+            _CHECKED_LITERALS[key] = None
 
     def op_broadcast(self, comp, instr, shapes) -> None:
         if not instr.has_attr("dimensions") and shapes and shapes[0].rank > 0:

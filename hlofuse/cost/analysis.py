@@ -64,9 +64,9 @@ def shape_size(shape) -> int:
 
 #: id(shape) → (byte size, elements, elements_recursive, the shape).  Exact: a Shape is frozen,
 #: so its facts never change, and the entry holds the shape itself, so its id cannot be reused
-#: by another object while the entry exists.  Looking up an id avoids hashing the shape (a
-#: dataclass hash over dims and layout), which the analysis would otherwise do for every
-#: operand of every fused instruction.
+#: by another object while the entry exists.  Asked for every operand of every fused
+#: instruction: keyed by the shape itself (whose hash is kept) it measured a little slower on a
+#: large legacy replay (see gpu/reductions.py).  Bounded (_MAX_SHAPE_FACTS).
 _SHAPE_FACTS: dict[int, tuple] = {}
 _MAX_SHAPE_FACTS = 1 << 18
 

@@ -24,27 +24,6 @@ if TYPE_CHECKING:
 #: Attributes that never change what a kernel costs (and differ from layer to layer).
 _IGNORED = frozenset({"metadata"})
 
-#: A shape in a key is a number: equal shapes, equal numbers (`_SHAPE_NUMBERS`, never reset:
-#: a number is never reused for another shape).  A Shape's hash is a dataclass hash over its
-#: fields, about as slow as building a key part, and every new body version's key is hashed;
-#: the reader shares one Shape object per distinct shape, so the number is found by the
-#: object's id (`_SHAPE_BY_ID`: the entry holds the shape, so its id is not reused meanwhile).
-_SHAPE_NUMBERS: dict[object, int] = {}
-_SHAPE_BY_ID: dict[int, tuple[int, object]] = {}
-_MAX_SHAPE_IDS = 1 << 16
-
-
-def shape_number(shape: object) -> int:
-    """The number standing for `shape` in structure keys."""
-    found = _SHAPE_BY_ID.get(id(shape))
-    if found is not None:
-        return found[0]
-    number = _SHAPE_NUMBERS.setdefault(shape, len(_SHAPE_NUMBERS))
-    if len(_SHAPE_BY_ID) >= _MAX_SHAPE_IDS:
-        _SHAPE_BY_ID.clear()
-    _SHAPE_BY_ID[id(shape)] = (number, shape)
-    return number
-
 
 class KeyMemo:
     """Keys made for nodes and pairs (node_key, pair_key), each kept with what it was made
@@ -91,7 +70,7 @@ def node_key(node: "Node", known: KeyMemo | None = None) -> object:
     instructions, a fusion by its body), literal, and each operand's opcode and shape with the
     position where that operand first appears (a value read twice is read once).
 
-    Shapes are numbers (shape_number).  `known`: keys already made (KeyMemo).  With it, a key is a small number standing for the
+    `known`: keys already made (KeyMemo).  With it, a key is a small number standing for the
     tuple within the node's program (equal tuples, equal numbers; outside a program, the tuple
     itself): callers look keys up again and again, and a nested tuple of shapes is hashed anew
     on every lookup."""
@@ -138,14 +117,13 @@ def _node_key(node: "Node", numbering: bool = False) -> tuple:
     reference cycle that outlives the replay)."""
     operands = node.operands
     first: dict[int, int] = {}
-    outside = tuple((op.opcode, shape_number(op.shape), first.setdefault(op.uid, i)) for i, op in enumerate(operands))
+    outside = tuple((op.opcode, op.shape, first.setdefault(op.uid, i)) for i, op in enumerate(operands))
     body = node.fused
     body_key: object = None
     if node.opcode == "fusion" and body is not None:
         found = _body_key(body)
         body_key = found[1] if numbering and body.program is not None else found  # (the node's program)
-    return (node.opcode, shape_number(node.shape), _attrs_key(node, body_key is not None), node.literal, body_key,
-            outside)
+    return (node.opcode, node.shape, _attrs_key(node, body_key is not None), node.literal, body_key, outside)
 
 
 def pair_key(producer: "Node", consumer: "Node", known: KeyMemo | None = None) -> object:
@@ -225,9 +203,9 @@ def spelled_out_body_key(body: "Graph") -> tuple:
     for inner in body.post_order():
         position[inner.uid] = len(parts)
         if inner.opcode == "parameter":
-            parts.append(("parameter", inner.parameter_number, shape_number(inner.shape)))
+            parts.append(("parameter", inner.parameter_number, inner.shape))
             continue
-        parts.append((inner.opcode, shape_number(inner.shape), tuple(position[op.uid] for op in inner.operands),
+        parts.append((inner.opcode, inner.shape, tuple(position[op.uid] for op in inner.operands),
                       _attrs_key(inner, False), inner.literal))
     return (tuple(parts), position[body.root.uid], len(body.parameters))
 
@@ -272,7 +250,7 @@ def _reducer_key(node: "Node", name: str):
             if inner.called or inner.fused is not None:
                 found = cache["reducer structure"] = name  # (calls further: named, not spelled out)
                 return found
-            parts.append((inner.opcode, shape_number(inner.shape), tuple(position[op.uid] for op in inner.operands),
+            parts.append((inner.opcode, inner.shape, tuple(position[op.uid] for op in inner.operands),
                           inner.literal, inner.parameter_number if inner.opcode == "parameter" else None,
                           tuple(a for a in inner.attrs if a[0] not in _IGNORED)))
         found = cache["reducer structure"] = (tuple(parts), position[reducer.root.uid])

@@ -79,10 +79,11 @@ def reduction_dimensions(reduce: Node) -> ReductionDimensions:
     return found[0]
 
 
-#: Answers about a reduce's operand shape, by the shape's id (and the dimensions' text): a
-#: Shape's hash, which the lru_caches below compute per question, is a dataclass hash over its
-#: fields, slower than the rest of the question.  Each entry holds its shape, so the id is
-#: not reused by another while the entry lives.
+#: Answers about a reduce's operand shape, by the shape's id (and the dimensions' text), in
+#: front of the lru_caches below that key by the shape: even with a Shape's kept hash, keying
+#: these, the tiled transposes and the cost analysis's shape facts by the shape measured a
+#: little slower on a large legacy replay.  Each entry holds its shape, so the id is not
+#: reused by another while the entry lives; the table is bounded (_MAX_BY_ID).
 _DIMENSIONS: dict[tuple, tuple[ReductionDimensions, Shape]] = {}
 _CONTIGUOUS: dict[tuple, tuple[bool, Shape]] = {}
 _MAX_BY_ID = 1 << 14

@@ -52,8 +52,9 @@ def tiled_transpose(node: Node, cfg: GpuConfig) -> TransposeDescription | None:
 
 
 #: tiled_transpose's answers by what they depend on: the output and operand shapes (by id: the
-#: entry holds both, so neither id is reused meanwhile), the permutation's text and the
-#: config.  Every hero, budget and kind question asks it again of the same transposes.
+#: entry holds both, so neither id is reused meanwhile; see gpu/reductions.py for why not the
+#: shapes), the permutation's text and the config.  Every hero, budget and kind question asks
+#: it again of the same transposes.  Bounded (_MAX_TILED).
 _TILED: dict[tuple, tuple[TransposeDescription | None, Shape, Shape]] = {}
 _MAX_TILED = 1 << 14
 
