@@ -841,7 +841,7 @@ class Program:
                 calling.append(node)
         if len(calling) < 2:
             return calling
-        return [node for node in g.post_order() if node.fused is not None or node.called]
+        return [node for node in g._remembered_post_order() if node.fused is not None or node.called]
 
     def remove_dead_graphs(self) -> bool:
         """Remove every computation the entry no longer reaches through calls and fusions

@@ -200,7 +200,7 @@ def _fusion_param_uses(fusion: "Node") -> tuple[int, ...]:
     found = cache.get("parameter element use")
     if found is None:
         below: dict[int, dict[int, int]] = {}  # uid → {parameter number: its use, where used}
-        for node in body.post_order():
+        for node in body._remembered_post_order():
             if node.opcode == "parameter":
                 below[node.uid] = {node.parameter_number: USE}
                 continue
