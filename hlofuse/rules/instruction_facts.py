@@ -595,7 +595,9 @@ class FusionNodeIndexingEvaluation:
         return self.indexing_users.pop(producer.uid, set())
 
     def update(self, clone: "Node", users: set[int]) -> None:
-        self.indexing_users[clone.uid] = set(users)
+        """`users`: the set `remove_operand` handed back for the producer, kept as the clone's
+        (not copied: XLA moves it too, UpdateEvaluationCache; the callers drop it)."""
+        self.indexing_users[clone.uid] = users
         self._update_count(clone)
         self._update_operands(clone)
 
