@@ -179,6 +179,10 @@ class Graph:
         self.fusion_owner: Node | None = None  # the fusion instruction whose body this is
         #: (version, {question: answer}) for analyses of this computation (gpu.heroes.graph_cache).
         self.answers: "tuple[int, dict] | None" = None
+        #: The post order of version `_post_order_version` (its own fields, not an entry of
+        #: `answers`: asked for at nearly every version, where a fresh answers dict would be made).
+        self._post_order_list: "list[Node] | None" = None
+        self._post_order_version = -1
         #: The pipeline's explainer of this (fused) computation's kernel boundaries, made on the
         #: first question (passes/priority_fusion.explain_boundary) for the replay context it
         #: answers for; dropped with the graph (dispose).
@@ -332,10 +336,10 @@ class Graph:
 
     def _remembered_post_order(self) -> list[Node]:
         """post_order's list itself (not to be edited: it is the remembered one)."""
-        cache = graph_cache(self)
-        order = cache.get("post-order")
-        if order is None:
-            order = cache["post-order"] = self._post_order()
+        order = self._post_order_list
+        if order is None or self._post_order_version != self._version:
+            order = self._post_order_list = self._post_order()
+            self._post_order_version = self._version
         return order
 
     def _post_order(self) -> list[Node]:
@@ -744,6 +748,7 @@ class Program:
             graph._nodes.clear()
             graph._by_name = None
             graph._root = graph.fusion_owner = graph.answers = graph.program = None
+            graph._post_order_list = None
             graph.boundary_explainer = None
             graph.parameters = []
         self.made_graphs = []
@@ -836,7 +841,7 @@ class Program:
                 calling.append(node)
         if len(calling) < 2:
             return calling
-        return [node for node in g.post_order() if node.fused is not None or node.called]
+        return [node for node in g._remembered_post_order() if node.fused is not None or node.called]
 
     def remove_dead_graphs(self) -> bool:
         """Remove every computation the entry no longer reaches through calls and fusions

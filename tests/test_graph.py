@@ -247,3 +247,14 @@ def test_nodes_read_from_the_input_hand_their_clones_the_parts_of_their_names():
     for name in ("p0", "p1", "e.07", "m", "n", "t"):
         reference.reserve(name)
     assert clones == [reference.get(name) for name in ("p0", "e.07", "m", "m")] == ["p0.1", "e.0", "m.1", "m.2"]
+
+
+def test_the_remembered_post_order_follows_every_edit():
+    prog = Program.from_module(hlofuse.loads(EXP_MUL))
+    g = prog.entry
+    before = g._remembered_post_order()
+    assert g._remembered_post_order() is before  # (the same version: the same list)
+    create_fusion(g["m"], "kLoop", "m_fusion")
+    after = g._remembered_post_order()
+    assert after is not before and "m_fusion" in [n.name for n in after] and "m" not in [n.name for n in after]
+    assert [n.name for n in before] == ["p0", "e", "p1", "m", "n", "t"]  # (the old list is not edited)

@@ -94,3 +94,32 @@ def test_a_rules_reason_fills_its_facts_and_falls_back_to_its_message():
     r = RULES["IF-ROOT-PRODUCER"]
     assert r.reason({"producer": "a", "computation": "c"}) == "a is the root of c: its value is the computation's result"
     assert r.reason({}) == r.message  # a fact missing: the message as written
+
+
+@pytest.mark.parametrize("message", [
+    "{a} of {b:.0%} and {c:.3f}, {{braces}} kept",
+    "{a!r} converted", "{0} positional", "{a[0]} item", "{a:{b}} nested spec", "", "no fields",
+    "{a:.3f} given a string",  # (a bad spec for the fact: the message as written)
+    "{missing} absent",
+])
+def test_a_reason_is_strformats_sentence_for_every_kind_of_markup(message):
+    from hlofuse.rules.evaluation import rule_reason
+
+    facts = {"a": "x", "b": 0.256, "c": 1.23456}
+    try:
+        expected = message.format(**facts)
+    except (KeyError, IndexError, ValueError):
+        expected = message
+    assert rule_reason(message, facts) == expected
+    assert rule_reason(message, facts) == expected  # (again: from the parts remembered)
+
+
+def test_every_rule_messages_sentence_is_strformats():
+    from hlofuse.rules.evaluation import rule_reason
+
+    for r in RULES.values():
+        import string
+
+        names = {f for _, f, _, _ in string.Formatter().parse(r.message) if f}
+        facts = {name: 0.123456 for name in names}
+        assert rule_reason(r.message, facts) == r.message.format(**facts)

@@ -329,7 +329,9 @@ def fusion_wrapper_pass(program: "Program", ctx: "Context") -> bool:
     if program.entry is None:
         return False
     wrapped = False
-    walks = [iter(program.entry.post_order())]
+    # The remembered post orders are walked, not copies: `wrap` edits a computation, which
+    # makes it a new version with a new list; the list being walked is never edited.
+    walks = [iter(program.entry._remembered_post_order())]
     while walks:
         node = next(walks[-1], None)
         if node is None:
@@ -340,7 +342,7 @@ def fusion_wrapper_pass(program: "Program", ctx: "Context") -> bool:
             if node.opcode == "while":  # XLA lists the body before the condition
                 called.sort(key=lambda name: 0 if name == node.attr("body") else 1)
             inner = [program.graphs[n] for n in (name.lstrip("%") for name in called) if n in program.graphs]
-            walks.append(chain.from_iterable(g.post_order() for g in inner))  # each walked when reached
+            walks.append(chain.from_iterable(g._remembered_post_order() for g in inner))  # each walked when reached
             continue
         if not must_wrap(node) or node.graph is None or node not in node.graph:  # (most: not wrapped)
             continue

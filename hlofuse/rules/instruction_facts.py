@@ -200,7 +200,7 @@ def _fusion_param_uses(fusion: "Node") -> tuple[int, ...]:
     found = cache.get("parameter element use")
     if found is None:
         below: dict[int, dict[int, int]] = {}  # uid → {parameter number: its use, where used}
-        for node in body.post_order():
+        for node in body._remembered_post_order():
             if node.opcode == "parameter":
                 below[node.uid] = {node.parameter_number: USE}
                 continue
@@ -540,21 +540,42 @@ class FusionNodeIndexingEvaluation:
         #: uid → uids of the instructions that hand it an index (the fusion itself for the root)
         self.indexing_users: dict[int, set[int]] = {fusion.fused.root.uid: {fusion.uid}}
         self.count: dict[int, int] = {fusion.uid: 1}
-        for node in reversed(fusion.fused.post_order()):
+        # (the fused computation's remembered post order, walked backwards: not edited here)
+        for node in reversed(fusion.fused._remembered_post_order()):
             if node.opcode != "parameter":
                 self._update_count(node)
                 self._update_operands(node)
 
+    # The sets below are made only where an instruction has none yet (a `setdefault(uid,
+    # set())` would make one per question, most of them thrown away).
     def _update_count(self, node: "Node") -> None:
-        self.count[node.uid] = sum(self.count.get(u, 0) for u in self.indexing_users.setdefault(node.uid, set()))
+        users = self.indexing_users.get(node.uid)
+        if users is None:
+            self.indexing_users[node.uid] = set()
+            self.count[node.uid] = 0
+            return
+        count = self.count
+        total = 0
+        for u in users:
+            total += count.get(u, 0)
+        count[node.uid] = total
 
     def _update_operands(self, node: "Node") -> None:
-        mine = self.indexing_users.setdefault(node.uid, set())
+        indexing_users = self.indexing_users
+        mine = indexing_users.get(node.uid)
+        if mine is None:
+            mine = indexing_users[node.uid] = set()
+        fusion = self.fusion
+        fused = fusion.fused
+        reshaping = node.opcode != "transpose"
+        shape = node.shape
         for op in node.operands:
-            if op.opcode == "parameter" and op.graph is self.fusion.fused:
-                op = self.fusion.operands[op.parameter_number]
-            target = self.indexing_users.setdefault(op.uid, set())
-            if node.opcode == "transpose" or _same_shape_ignoring_type(op.shape, node.shape):
+            if op.opcode == "parameter" and op.graph is fused:
+                op = fusion.operands[op.parameter_number]
+            target = indexing_users.get(op.uid)
+            if target is None:
+                target = indexing_users[op.uid] = set()
+            if not reshaping or _same_shape_ignoring_type(op.shape, shape):
                 target |= mine
             else:
                 target.add(node.uid)
@@ -574,7 +595,9 @@ class FusionNodeIndexingEvaluation:
         return self.indexing_users.pop(producer.uid, set())
 
     def update(self, clone: "Node", users: set[int]) -> None:
-        self.indexing_users[clone.uid] = set(users)
+        """`users`: the set `remove_operand` handed back for the producer, kept as the clone's
+        (not copied: XLA moves it too, UpdateEvaluationCache; the callers drop it)."""
+        self.indexing_users[clone.uid] = users
         self._update_count(clone)
         self._update_operands(clone)
 
