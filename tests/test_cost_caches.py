@@ -69,9 +69,9 @@ def test_cost_properties_follow_a_merge_into_the_consumer():
 
 
 def test_shape_facts_are_never_those_of_a_recycled_shape():
-    # Facts are looked up by id(shape); the entry keeps its shape alive, so a new shape can
-    # never be handed the facts of a collected one that had the same id (shape_size's own
-    # cache, which also holds shapes, is emptied so that only the entry can keep one alive).
+    # Facts are looked up by the shape's value: a new shape that reuses a collected one's
+    # memory is never handed its facts (shape_size's own cache is emptied so that it keeps no
+    # shape alive).
     for n in range(1, 400):
         shape = Shape("f32", (n, 3))
         facts = _shape_facts(shape)[:3]

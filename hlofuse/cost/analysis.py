@@ -41,6 +41,7 @@ from ..native import mypyc_attr
 from .. import attributes
 from ..graph import Graph, Node
 from ..gpu.properties import ELEMENTWISE_OPCODES, is_elementwise
+from ..ir import Shape
 from ..gpu.shapes import byte_size, elements, elements_recursive, equal_ignoring_element_type, transpose_is_bitcast
 from .durations import f32
 from .profiles import OpProfile
@@ -62,22 +63,19 @@ def shape_size(shape) -> int:
     return byte_size(shape, 8)
 
 
-#: id(shape) → (byte size, elements, elements_recursive, the shape).  Exact: a Shape is frozen,
-#: so its facts never change, and the entry holds the shape itself, so its id cannot be reused
-#: by another object while the entry exists.  Asked for every operand of every fused
-#: instruction: keyed by the shape itself (whose hash is kept) it measured a little slower on a
-#: large legacy replay (see gpu/reductions.py).  Bounded (_MAX_SHAPE_FACTS).
-_SHAPE_FACTS: dict[int, tuple] = {}
+#: shape → (byte size, elements, elements_recursive): the analysis asks them for every operand
+#: of every fused instruction; a Shape keeps its hash once computed, so a lookup is cheap.
+_SHAPE_FACTS: dict[Shape, tuple[int, int, int]] = {}
 _MAX_SHAPE_FACTS = 1 << 18
 
 
-def _shape_facts(shape) -> tuple:
-    """(shape_size, elements, elements_recursive, shape) of `shape`, remembered by identity."""
-    found = _SHAPE_FACTS.get(id(shape))
+def _shape_facts(shape: Shape) -> tuple[int, int, int]:
+    """(shape_size, elements, elements_recursive) of `shape`."""
+    found = _SHAPE_FACTS.get(shape)
     if found is None:
         if len(_SHAPE_FACTS) >= _MAX_SHAPE_FACTS:
             _SHAPE_FACTS.clear()
-        found = _SHAPE_FACTS[id(shape)] = (shape_size(shape), elements(shape), elements_recursive(shape), shape)
+        found = _SHAPE_FACTS[shape] = (shape_size(shape), elements(shape), elements_recursive(shape))
     return found
 
 
@@ -298,10 +296,10 @@ class GpuHloCostAnalysis:
         """HloCostAnalysis::Preprocess, then the opcode's handler."""
         facts = _SHAPE_FACTS.get
         shape = node.shape
-        own = facts(id(shape)) or _shape_facts(shape)
+        own = facts(shape) or _shape_facts(shape)
         operands = node.operands
         p = Properties(0.0, float(own[0]),
-                       [float((facts(id(o.shape)) or _shape_facts(o.shape))[0]) for o in operands],
+                       [float((facts(o.shape) or _shape_facts(o.shape))[0]) for o in operands],
                        [1.0] * len(operands), 1.0)
         op = node.opcode
         if op in _FLOP_ELEMENTWISE:
@@ -470,7 +468,7 @@ class GpuHloCostAnalysis:
             pp = inner_props[param.uid]
             util = pp.utilization
             props.operand_utilization[i] = util
-            size = (facts(id(param.shape)) or _shape_facts(param.shape))[0]
+            size = (facts(param.shape) or _shape_facts(param.shape))[0]
             if util == 1.0 and size <= _F32_EXACT_INT:
                 props.operand_bytes[i] = float(size)
             else:
@@ -527,7 +525,7 @@ class GpuHloCostAnalysis:
                 roots[ouid][ouid] = None
                 factor = utilization[i]
                 used = util if factor == 1.0 else f32(util * factor)
-                count = (facts(id(operand.shape)) or _shape_facts(operand.shape))[2]
+                count = (facts(operand.shape) or _shape_facts(operand.shape))[2]
                 if not count or used == 0.0:
                     used = 0.0
                 elif used != 1.0 or count > _F32_EXACT_INT:

@@ -68,27 +68,10 @@ def _kept_and_reduced(reduce: Node) -> tuple[list[int], tuple[int, ...]]:
 
 def reduction_dimensions(reduce: Node) -> ReductionDimensions:
     """GetReductionKindAndContiguousComponents (judged on operand 0's physical layout)."""
-    shape = reduce.operands[0].shape
-    dims_text = reduce.attr("dimensions")
-    key = (id(shape), dims_text)
-    found = _DIMENSIONS.get(key)
-    if found is None:
-        if len(_DIMENSIONS) >= _MAX_BY_ID:
-            _DIMENSIONS.clear()
-        found = _DIMENSIONS[key] = (_reduction_dimensions(shape, dims_text), shape)
-    return found[0]
+    return _reduction_dimensions(reduce.operands[0].shape, reduce.attr("dimensions"))
 
 
-#: Answers about a reduce's operand shape, by the shape's id (and the dimensions' text), in
-#: front of the lru_caches below that key by the shape: even with a Shape's kept hash, keying
-#: these, the tiled transposes and the cost analysis's shape facts by the shape measured a
-#: little slower on a large legacy replay.  Each entry holds its shape, so the id is not
-#: reused by another while the entry lives; the table is bounded (_MAX_BY_ID).
-_DIMENSIONS: dict[tuple, tuple[ReductionDimensions, Shape]] = {}
-_CONTIGUOUS: dict[tuple, tuple[bool, Shape]] = {}
-_MAX_BY_ID = 1 << 14
-
-
+#: Both caches below are keyed by the shape itself: a Shape keeps its hash once computed.
 @lru_cache(maxsize=1 << 14)
 def _reduction_dimensions(shape: Shape, dims_text: str | None) -> ReductionDimensions:
     from ..attributes import int_list
@@ -136,15 +119,7 @@ def is_contiguous_reduction(node: Node, cfg: GpuConfig) -> bool:
     consecutive in memory and that the unnested emitter handles faster than the loop emitter."""
     if node.opcode != "reduce" or not node.operands:
         return False
-    shape = node.operands[0].shape
-    dims_text = node.attr("dimensions")
-    key = (id(shape), dims_text, cfg.warp_size)
-    found = _CONTIGUOUS.get(key)
-    if found is None:
-        if len(_CONTIGUOUS) >= _MAX_BY_ID:
-            _CONTIGUOUS.clear()
-        found = _CONTIGUOUS[key] = (_is_contiguous(shape, dims_text, cfg.warp_size), shape)
-    return found[0]
+    return _is_contiguous(node.operands[0].shape, node.attr("dimensions"), cfg.warp_size)
 
 
 @lru_cache(maxsize=1 << 14)

@@ -41,21 +41,20 @@ def tiled_transpose(node: Node, cfg: GpuConfig) -> TransposeDescription | None:
     if node.opcode != "transpose" or not node.operands:
         return None
     shape, operand = node.shape, node.operands[0].shape
-    key = (id(shape), id(operand), node.attr("dimensions"), cfg.token)
-    found = _TILED.get(key)
-    if found is None:
+    key = (shape, operand, node.attr("dimensions"), cfg.token)
+    found = _TILED.get(key, _UNASKED)
+    if found is _UNASKED:
         if len(_TILED) >= _MAX_TILED:
             _TILED.clear()
-        desc = _tiled_transpose_2024(node, cfg) if cfg.legacy else _tiled_transpose_2026(node)
-        found = _TILED[key] = (desc, shape, operand)
-    return found[0]
+        found = _TILED[key] = _tiled_transpose_2024(node, cfg) if cfg.legacy else _tiled_transpose_2026(node)
+    return found
 
 
-#: tiled_transpose's answers by what they depend on: the output and operand shapes (by id: the
-#: entry holds both, so neither id is reused meanwhile; see gpu/reductions.py for why not the
-#: shapes), the permutation's text and the config.  Every hero, budget and kind question asks
-#: it again of the same transposes.  Bounded (_MAX_TILED).
-_TILED: dict[tuple, tuple[TransposeDescription | None, Shape, Shape]] = {}
+#: tiled_transpose's answers by what they depend on: the output and operand shapes (a Shape
+#: keeps its hash once computed), the permutation's text and the config.  Every hero, budget
+#: and kind question asks it again of the same transposes.
+_TILED: dict[tuple, TransposeDescription | None] = {}
+_UNASKED = object()
 _MAX_TILED = 1 << 14
 
 
