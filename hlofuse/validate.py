@@ -137,7 +137,7 @@ class _Checker:
                         break
                 else:
                     raise self.error(f"{opcode} expects attribute {key}", instr)
-            if checked_shapes.get(id(instr.shape)) is not instr.shape:
+            if instr.shape not in checked_shapes:
                 self.check_layouts(instr)
             if checker is not None:
                 checker(self, comp, instr, [comp[op].shape for op in instr.operands])
@@ -193,9 +193,8 @@ class _Checker:
             if re.search(r"(?<![A-Z])P\(", layout.extra) and not sparse:
                 raise self.error("Layout has physical shape, but is not for a sparse array", instr)
         if len(_CHECKED_SHAPES) < 100_000:
-            # A pure function of the shape, and the parser shares one Shape object per spelling:
-            # keyed by identity (the value keeps the object alive, so its id is not reused).
-            _CHECKED_SHAPES[id(instr.shape)] = instr.shape
+            # a pure function of the shape (a Shape keeps its hash once computed)
+            _CHECKED_SHAPES.add(instr.shape)
 
     # -- per-opcode checks (named op_<opcode>) ---------------------------------------------
     def op_constant(self, comp, instr, shapes) -> None:
@@ -411,8 +410,8 @@ def _opcode_facts(opcode: str) -> tuple:
     return facts
 #: _async_kind by opcode, filled on first use.
 _ASYNC_KINDS: dict = {}
-#: Shapes whose layouts passed check_layouts, by id.
-_CHECKED_SHAPES: dict = {}
+#: Shapes whose layouts passed check_layouts.
+_CHECKED_SHAPES: set = set()
 _CHECKED_LITERALS: dict = {}
 #: The attribute pairs an opcode's facts keep (those with values under 200 characters that
 #: passed `check_attribute` on it: dumps repeat them, and the reader shares the short ones, so
